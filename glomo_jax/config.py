@@ -1,0 +1,172 @@
+"""Model configuration: every hyper-parameter of the GLoMo pretraining network.
+
+`ModelConfig` is a frozen dataclass (hashable, so it can be a static argument of
+`jax.jit` and a field of a linen module). Presets:
+
+* `ModelConfig.paper()`: the authors' recommended run (kimiyoung/glomo
+  `pretrain/`, ``--dec_len 3 --nlayers 3 --nlayers_key 4 --nlayers_query 4
+  --sparse_mode 4 --no_gru 0 --use_value 1``): d 512, 8 heads of 256, 3 graph
+  layers, 4+4 conv layers, kernel 3, D 3, 2 decoder layers, 20 sampled positions.
+* `ModelConfig.tiny()`: a few thousand parameters, for tests and CPU smoke runs.
+"""
+from __future__ import annotations
+
+import dataclasses
+from typing import Any
+
+import jax.numpy as jnp
+
+_CHOICES = {
+    "norm": ("batch", "layer"),
+    "threshold": ("query", "scalar"),
+    "sparsity": ("squared_relu", "softmax"),
+    "composition": ("gru", "residual"),
+    "objective": ("context", "sentence"),
+    "dtype": ("float32", "bfloat16", "float64", "float16"),
+    "param_dtype": ("float32", "float64"),
+}
+
+
+@dataclasses.dataclass(frozen=True)
+class ModelConfig:
+  """Hyper-parameters of `glomo_jax.GLoMo` (DESIGN.md §2 names in brackets).
+
+  Attributes:
+    vocab_size: V, rows of the embedding (= columns of the tied output layer).
+    dim: d, width of embeddings, CNN features, feature-predictor states and the
+      decoder GRU.
+    num_heads: K, graph heads per layer. `dim` must be divisible by it (the
+      feature predictor splits d features into K slices of d/K).
+    head_dim: width of each head's key and query (authors: d/2).
+    num_graph_layers: L.
+    key_layers, query_layers: depth of the key and query causal CNN stacks.
+    kernel_size: width of the causal convolutions.
+    norm: 'batch' (authors: BatchNorm over the T+k-1 conv outputs) or 'layer'.
+    threshold: 'query' (θ_j = w·q_j + c, authors' sparse_mode 4) or 'scalar'
+      (one learned bias per layer, the paper's Eq. 1).
+    sparsity: 'squared_relu' (Eq. 1) or 'softmax' (the "− sparse" ablation).
+    composition: 'gru' (one GRU cell shared by all layers, authors' default) or
+      'residual' (F + G·Linear_l(F)).
+    decoupled: False gives the "− decouple" ablation: graphs are computed from
+      the feature predictor's own layer features (no key/query CNNs).
+    context_length: D, future tokens predicted from each position.
+    decoder_layers: depth of the context decoder GRU.
+    sample_positions: decoder start positions drawn per batch and direction
+      (authors: 20); 0 decodes every position that has D real future tokens.
+    objective: 'context' (Eq. 3) or 'sentence' (the "− unit-level" ablation: a
+      pooled vector of each segment predicts the next segment).
+    sentence_length: segment length of the 'sentence' objective.
+    dropout: locked dropout on the CNN inputs and the decoder's initial state
+      (authors: 0).
+    embed_grad_scale_by_freq: divide the embedding lookup's gradient by each
+      token's count in the batch (PyTorch ``scale_grad_by_freq``; authors: on).
+    loss_chunk_size: rows of the tied softmax computed at once; bounds memory
+      (no [B·T·D, V] logits array is ever built).
+    dtype: compute dtype of matmuls and convolutions. Graph normalisation and
+      the softmax cross-entropy always run in at least float32.
+    param_dtype: storage dtype of parameters.
+    bn_momentum: weight of the old running statistics (PyTorch 0.1 ⇒ 0.9).
+    bn_epsilon: BatchNorm / LayerNorm epsilon (PyTorch 1e-5).
+  """
+
+  vocab_size: int = 1000
+  dim: int = 64
+  num_heads: int = 4
+  head_dim: int = 32
+  num_graph_layers: int = 2
+  key_layers: int = 2
+  query_layers: int = 2
+  kernel_size: int = 3
+  norm: str = "batch"
+  threshold: str = "query"
+  sparsity: str = "squared_relu"
+  composition: str = "gru"
+  decoupled: bool = True
+  context_length: int = 3
+  decoder_layers: int = 2
+  sample_positions: int = 0
+  objective: str = "context"
+  sentence_length: int = 16
+  dropout: float = 0.0
+  embed_grad_scale_by_freq: bool = False
+  loss_chunk_size: int = 4096
+  dtype: str = "float32"
+  param_dtype: str = "float32"
+  bn_momentum: float = 0.9
+  bn_epsilon: float = 1e-5
+
+  def __post_init__(self):
+    for name, allowed in _CHOICES.items():
+      value = getattr(self, name)
+      if value not in allowed:
+        raise ValueError(
+            f"ModelConfig.{name}={value!r} is not one of {list(allowed)}")
+    positive = ("vocab_size", "dim", "num_heads", "head_dim", "num_graph_layers",
+                "kernel_size", "context_length", "decoder_layers",
+                "sentence_length", "loss_chunk_size")
+    for name in positive:
+      value = getattr(self, name)
+      if not isinstance(value, int) or isinstance(value, bool) or value < 1:
+        raise ValueError(f"ModelConfig.{name} must be a positive int, got {value!r}")
+    for name in ("key_layers", "query_layers", "sample_positions"):
+      value = getattr(self, name)
+      if not isinstance(value, int) or isinstance(value, bool) or value < 0:
+        raise ValueError(f"ModelConfig.{name} must be an int >= 0, got {value!r}")
+    if self.decoupled and (self.key_layers < 1 or self.query_layers < 1):
+      raise ValueError("a decoupled graph predictor needs key_layers >= 1 and "
+                       "query_layers >= 1")
+    if self.dim % self.num_heads:
+      raise ValueError(f"ModelConfig.dim={self.dim} must be divisible by "
+                       f"num_heads={self.num_heads} (features are split into "
+                       "one slice per head)")
+    if not 0.0 <= self.dropout < 1.0:
+      raise ValueError(f"ModelConfig.dropout must be in [0, 1), got {self.dropout}")
+
+  # ---- dtypes -------------------------------------------------------------
+  @property
+  def compute_dtype(self) -> Any:
+    return jnp.dtype(self.dtype)
+
+  @property
+  def params_dtype(self) -> Any:
+    return jnp.dtype(self.param_dtype)
+
+  @property
+  def graph_dtype(self) -> Any:
+    """dtype of scores, graphs and softmax: at least float32."""
+    return jnp.promote_types(self.compute_dtype, jnp.float32)
+
+  # ---- presets and (de)serialisation --------------------------------------
+  def replace(self, **changes) -> "ModelConfig":
+    return dataclasses.replace(self, **changes)
+
+  def to_dict(self) -> dict:
+    return dataclasses.asdict(self)
+
+  @classmethod
+  def from_dict(cls, values: dict) -> "ModelConfig":
+    known = {f.name for f in dataclasses.fields(cls)}
+    unknown = sorted(set(values) - known)
+    if unknown:
+      raise ValueError(f"unknown ModelConfig fields {unknown}; known: {sorted(known)}")
+    return cls(**values)
+
+  @classmethod
+  def paper(cls, **changes) -> "ModelConfig":
+    """The authors' recommended pretraining run (vocabulary: the peer's 100k)."""
+    base = cls(vocab_size=100_000, dim=512, num_heads=8, head_dim=256,
+               num_graph_layers=3, key_layers=4, query_layers=4, kernel_size=3,
+               norm="batch", threshold="query", sparsity="squared_relu",
+               composition="gru", decoupled=True, context_length=3,
+               decoder_layers=2, sample_positions=20, objective="context",
+               dropout=0.0, embed_grad_scale_by_freq=True)
+    return base.replace(**changes)
+
+  @classmethod
+  def tiny(cls, **changes) -> "ModelConfig":
+    """A few-thousand-parameter model for tests."""
+    base = cls(vocab_size=50, dim=16, num_heads=4, head_dim=8,
+               num_graph_layers=2, key_layers=2, query_layers=2, kernel_size=3,
+               context_length=3, decoder_layers=2, sample_positions=0,
+               sentence_length=4, loss_chunk_size=64)
+    return base.replace(**changes)

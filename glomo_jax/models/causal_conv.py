@@ -1,0 +1,132 @@
+"""Causal 1-D convolution stacks (the key and query CNNs of the graph predictor).
+
+Each block: zero the padding positions, causal Conv1d(d → d, kernel k),
+normalisation, ReLU. Output position t depends only on inputs at positions
+≤ t.
+
+The authors' conv pads k−1 zeros on *both* sides (PyTorch
+``Conv1d(padding=k-1)``), normalises all T+k−1 outputs with BatchNorm, then
+keeps the first T; the batch statistics therefore include the k−1 tail
+outputs. `norm='batch'` reproduces that exactly (needed to load their
+weights). `norm='layer'` normalises each position over its channels.
+"""
+from __future__ import annotations
+
+from typing import Any
+
+import flax.linen as nn
+import jax
+import jax.numpy as jnp
+
+from glomo_jax.models.initializers import fan_in_uniform
+
+
+class TorchBatchNorm(nn.Module):
+  """BatchNorm over every axis but the last, with PyTorch's semantics.
+
+  Training: normalise with the biased batch variance, update the running
+  variance with the *unbiased* one (as torch does), running = momentum·running
+  + (1 − momentum)·batch. Statistics live in the 'batch_stats' collection as
+  `mean` and `var`.
+
+  Attributes:
+    momentum: weight of the old running statistics (torch momentum 0.1 ⇒ 0.9).
+    epsilon: added to the variance.
+  """
+  momentum: float = 0.9
+  epsilon: float = 1e-5
+  dtype: Any = jnp.float32
+  param_dtype: Any = jnp.float32
+
+  @nn.compact
+  def __call__(self, x: jax.Array, train: bool) -> jax.Array:
+    """x: [..., channels] -> same shape."""
+    c = x.shape[-1]
+    scale = self.param("scale", nn.initializers.ones, (c,), self.param_dtype)
+    bias = self.param("bias", nn.initializers.zeros, (c,), self.param_dtype)
+    ra_mean = self.variable("batch_stats", "mean",
+                            lambda: jnp.zeros((c,), self.param_dtype))
+    ra_var = self.variable("batch_stats", "var",
+                           lambda: jnp.ones((c,), self.param_dtype))
+    stat_dtype = jnp.promote_types(x.dtype, jnp.float32)
+    xs = x.astype(stat_dtype)
+    if train:
+      axes = tuple(range(x.ndim - 1))
+      mean = jnp.mean(xs, axis=axes)
+      var = jnp.mean(jnp.square(xs - mean), axis=axes)
+      if not self.is_initializing():
+        n = xs.size // c
+        unbiased = var * (n / max(n - 1, 1))
+        ra_mean.value = (self.momentum * ra_mean.value
+                         + (1 - self.momentum) * mean.astype(self.param_dtype))
+        ra_var.value = (self.momentum * ra_var.value
+                        + (1 - self.momentum) * unbiased.astype(self.param_dtype))
+    else:
+      mean, var = ra_mean.value.astype(stat_dtype), ra_var.value.astype(stat_dtype)
+    y = (xs - mean) * jax.lax.rsqrt(var + self.epsilon)
+    y = y * scale.astype(stat_dtype) + bias.astype(stat_dtype)
+    return y.astype(self.dtype)
+
+
+class CausalConvBlock(nn.Module):
+  """mask → causal Conv1d → norm → ReLU on channel-last input.
+
+  Attributes:
+    features: output channels.
+    kernel_size: k.
+    norm: 'batch' (authors') or 'layer'.
+  """
+  features: int
+  kernel_size: int = 3
+  norm: str = "batch"
+  bn_momentum: float = 0.9
+  epsilon: float = 1e-5
+  dtype: Any = jnp.float32
+  param_dtype: Any = jnp.float32
+
+  @nn.compact
+  def __call__(self, x: jax.Array, mask: jax.Array | None, train: bool) -> jax.Array:
+    """x: [batch, T, d_in]; mask: [batch, T] (1 = real) or None -> [batch, T, features]."""
+    b, t, c = x.shape
+    k = self.kernel_size
+    if mask is not None:
+      x = x * mask[:, :, None].astype(x.dtype)
+    kernel = self.param("kernel", fan_in_uniform(c * k), (k, c, self.features),
+                        self.param_dtype)
+    bias = self.param("bias", fan_in_uniform(c * k), (self.features,), self.param_dtype)
+    # Left padding k−1 gives outputs 0..T−1 (position t sees ≤ t); for batch
+    # norm the authors' k−1 extra right-side outputs join the statistics.
+    right = k - 1 if self.norm == "batch" else 0
+    y = jax.lax.conv_general_dilated(
+        x.astype(self.dtype), kernel.astype(self.dtype), window_strides=(1,),
+        padding=[(k - 1, right)], dimension_numbers=("NWC", "WIO", "NWC"))
+    y = y + bias.astype(self.dtype)
+    if self.norm == "batch":
+      y = TorchBatchNorm(momentum=self.bn_momentum, epsilon=self.epsilon,
+                         dtype=self.dtype, param_dtype=self.param_dtype,
+                         name="norm")(y, train)
+    else:
+      y = nn.LayerNorm(epsilon=self.epsilon, dtype=self.dtype,
+                       param_dtype=self.param_dtype, name="norm")(y)
+    return jax.nn.relu(y[:, :t])
+
+
+class CausalConvStack(nn.Module):
+  """`num_layers` CausalConvBlocks of width `features`."""
+  num_layers: int
+  features: int
+  kernel_size: int = 3
+  norm: str = "batch"
+  bn_momentum: float = 0.9
+  epsilon: float = 1e-5
+  dtype: Any = jnp.float32
+  param_dtype: Any = jnp.float32
+
+  @nn.compact
+  def __call__(self, x: jax.Array, mask: jax.Array | None, train: bool) -> jax.Array:
+    """x: [batch, T, d] -> [batch, T, features]; output t depends on inputs ≤ t."""
+    for i in range(self.num_layers):
+      x = CausalConvBlock(self.features, self.kernel_size, self.norm,
+                          self.bn_momentum, self.epsilon, self.dtype,
+                          self.param_dtype, name=f"block_{i}")(x, mask, train)
+    return x

@@ -1,0 +1,76 @@
+"""The feature predictor f (paper Eq. 2) for one reading direction.
+
+F^0 = embeddings. Layer l mixes F^{l−1} with layer l's graph, per head: the
+d features are cut into K slices of d/K, head h's graph G^{l,h} mixes slice h,
+and the slices are concatenated back:
+  m_t = concat_h Σ_i G^{l,h}_{t i} F^{l−1}_{i, slice h}.
+Composition:
+  'gru':      F^l_t = GRUCell([m_t ⊙ F^{l−1}_t ; m_t], F^{l−1}_t), one cell
+              shared by every layer (authors' default);
+  'residual': F^l_t = F^{l−1}_t + concat_h Σ_i G^{l,h}_{ti} (V^l F^{l−1}_i + b^l)_{slice h},
+              values through a per-layer linear map V^l.
+"""
+from __future__ import annotations
+
+import flax.linen as nn
+import jax
+import jax.numpy as jnp
+
+from glomo_jax.config import ModelConfig
+from glomo_jax.models.gru import GRUCell
+from glomo_jax.models.initializers import fan_in_uniform
+
+
+def mix_heads(graph: jax.Array, values: jax.Array) -> jax.Array:
+  """Per-head graph mixing.
+
+  Args:
+    graph: [batch, K, T_target, T_source].
+    values: [batch, T_source, d], d divisible by K.
+
+  Returns:
+    [batch, T_target, d]: slice h of row t is Σ_i graph[h, t, i] values[i, slice h].
+  """
+  b, t, d = values.shape
+  k = graph.shape[1]
+  v = values.reshape(b, t, k, d // k)
+  m = jnp.einsum("bkji,bikc->bjkc", graph.astype(values.dtype), v)
+  return m.reshape(b, graph.shape[2], d)
+
+
+class FeaturePredictor(nn.Module):
+  """One direction's feature predictor."""
+  config: ModelConfig
+
+  def setup(self):
+    c = self.config
+    d = c.dim
+    if c.composition == "gru":
+      self.gru = GRUCell(2 * d, d, c.compute_dtype, c.params_dtype)
+    else:
+      self.value_kernel = self.param("value_kernel", fan_in_uniform(d),
+                                     (c.num_graph_layers, d, d), c.params_dtype)
+      self.value_bias = self.param("value_bias", fan_in_uniform(d),
+                                   (c.num_graph_layers, d), c.params_dtype)
+
+  def layer(self, layer: int, h: jax.Array, graph: jax.Array) -> jax.Array:
+    """F^{l−1} [batch, T, d] and G^l [batch, K, T, T] -> F^l [batch, T, d]."""
+    c = self.config
+    h = h.astype(c.compute_dtype)
+    if c.composition == "gru":
+      m = mix_heads(graph, h)
+      return self.gru(jnp.concatenate([m * h, m], axis=-1), h)
+    dt = c.compute_dtype
+    v = jnp.dot(h, self.value_kernel[layer].astype(dt)) + self.value_bias[layer].astype(dt)
+    return h + mix_heads(graph, v)
+
+  def __call__(self, x: jax.Array, graphs: jax.Array) -> list[jax.Array]:
+    """x: [batch, T, d] embeddings; graphs: [batch, L, K, T, T].
+
+    Returns [F^1, …, F^L], each [batch, T, d].
+    """
+    out, h = [], x
+    for layer in range(graphs.shape[1]):
+      h = self.layer(layer, h, graphs[:, layer])
+      out.append(h)
+    return out

@@ -1,0 +1,191 @@
+"""`GLoMo`: the whole pretraining network (paper §2.1).
+
+Embedding E [V, d] (shared by both directions, tied to both decoders' output
+layers) → for each direction (forward reads x, backward reads x flipped): a
+graph predictor, a feature predictor and a context decoder → loss
+= ½(forward + backward) mean cross-entropy.
+
+Usage (pure functions of params, inputs and rngs)::
+
+  model = GLoMo(ModelConfig.tiny())
+  variables = model.init(rng, tokens)                   # params, batch_stats
+  (loss, metrics), updates = model.apply(
+      variables, tokens, mask, train=True, rngs={"sample": key},
+      mutable=["batch_stats"])
+  graphs = model.apply(variables, tokens, method=GLoMo.graphs)  # [B, 2L, K, T, T]
+"""
+from __future__ import annotations
+
+from typing import Sequence
+
+import flax.linen as nn
+import jax
+import jax.numpy as jnp
+
+from glomo_jax.config import ModelConfig
+from glomo_jax.models.context_decoder import ContextDecoder, context_targets
+from glomo_jax.models.feature_predictor import FeaturePredictor
+from glomo_jax.models.graph_predictor import GraphPredictor
+from glomo_jax.models.initializers import uniform
+from glomo_jax.models.sentence_objective import sentence_targets
+from glomo_jax.ops.chunked_cross_entropy import tied_softmax_cross_entropy
+from glomo_jax.ops.embedding_lookup import embedding_lookup
+
+DIRECTIONS = ("fw", "bw")
+
+
+def _check_inputs(tokens, mask):
+  if tokens.ndim != 2:
+    raise ValueError(f"tokens must be [batch, T] ids, got shape {tokens.shape}")
+  if not jnp.issubdtype(tokens.dtype, jnp.integer):
+    raise ValueError(f"tokens must be integer ids, got dtype {tokens.dtype}")
+  if mask is not None and mask.shape != tokens.shape:
+    raise ValueError(f"mask {mask.shape} must have the shape of tokens {tokens.shape}")
+
+
+class GLoMo(nn.Module):
+  """GLoMo pretraining model. Parameter tree (frozen names):
+
+  embedding [V, d]; graph_fw, graph_bw (GraphPredictor); features_fw,
+  features_bw (FeaturePredictor); decoder_fw, decoder_bw (ContextDecoder).
+  BatchNorm statistics are in the 'batch_stats' collection.
+  """
+  config: ModelConfig
+
+  def setup(self):
+    c = self.config
+    self.embedding = self.param("embedding", uniform(0.1), (c.vocab_size, c.dim),
+                                c.params_dtype)
+    self.graph_fw = GraphPredictor(c)
+    self.graph_bw = GraphPredictor(c)
+    self.features_fw = FeaturePredictor(c)
+    self.features_bw = FeaturePredictor(c)
+    self.decoder_fw = ContextDecoder(c)
+    self.decoder_bw = ContextDecoder(c)
+
+  # ---- pieces ---------------------------------------------------------------
+  def embed(self, tokens: jax.Array) -> jax.Array:
+    """int [batch, T] -> [batch, T, d] in the compute dtype."""
+    c = self.config
+    emb = embedding_lookup(self.embedding, tokens, c.embed_grad_scale_by_freq)
+    return emb.astype(c.compute_dtype)
+
+  def _direction(self, which: str, emb, mask, train: bool, with_features: bool):
+    """One direction on its own reading order: (graphs [B, L, K, T, T],
+    features [F^1..F^L] or None)."""
+    graph = self.graph_fw if which == "fw" else self.graph_bw
+    feats = self.features_fw if which == "fw" else self.features_bw
+    if self.config.decoupled:
+      graphs = graph(emb, mask, train)
+      return graphs, (feats(emb, graphs) if with_features else None)
+    h, graphs, out = emb, [], []
+    for layer in range(self.config.num_graph_layers):
+      g = graph.layer_graph(layer, h, mask)
+      h = feats.layer(layer, h, g)
+      graphs.append(g)
+      out.append(h)
+    return jnp.stack(graphs, axis=1), out
+
+  def _both(self, tokens, mask, train, with_features):
+    _check_inputs(tokens, mask)
+    emb = self.embed(tokens)
+    if mask is not None:
+      mask = mask.astype(bool)
+    mask_r = None if mask is None else jnp.flip(mask, 1)
+    fw = self._direction("fw", emb, mask, train, with_features)
+    bw = self._direction("bw", jnp.flip(emb, 1), mask_r, train, with_features)
+    return emb, mask, fw, bw
+
+  # ---- public methods -------------------------------------------------------
+  def graphs(self, tokens: jax.Array, mask: jax.Array | None = None,
+             train: bool = False) -> jax.Array:
+    """All graphs of a batch.
+
+    Args:
+      tokens: int [batch, T]; mask: optional [batch, T] (1 = real token).
+
+    Returns:
+      [batch, 2L, K, T, T], [.., target, source]: the L forward layers (strictly
+      lower-triangular), then the L backward layers mapped back to the original
+      positions (strictly upper-triangular).
+    """
+    _, _, (g_fw, _), (g_bw, _) = self._both(tokens, mask, train, with_features=False)
+    return jnp.concatenate([g_fw, jnp.flip(g_bw, (-1, -2))], axis=1)
+
+  def features(self, tokens: jax.Array, mask: jax.Array | None = None,
+               train: bool = False) -> jax.Array:
+    """[1 + 2L, batch, T, d]: embeddings, forward layers' features, backward
+    layers' features (mapped back to the original positions)."""
+    emb, _, (_, f_fw), (_, f_bw) = self._both(tokens, mask, train, with_features=True)
+    return jnp.stack([emb] + list(f_fw) + [jnp.flip(f, 1) for f in f_bw])
+
+  def draw_positions(self, length: int) -> tuple[jax.Array, jax.Array]:
+    """Decoder start positions (forward, backward), each int [n].
+
+    sample_positions > 0: drawn with replacement from [0, T − D) with the
+    'sample' rng (independently per direction, shared by the batch, as the
+    authors). 0: every position 0 … T − D − 1.
+    """
+    c = self.config
+    hi = length - c.context_length
+    if hi < 1:
+      raise ValueError(f"windows of {length} tokens are too short for "
+                       f"context_length D={c.context_length}: need T > D")
+    if c.sample_positions == 0:
+      everything = jnp.arange(hi)
+      return everything, everything
+    k1, k2 = jax.random.split(self.make_rng("sample"))
+    return (jax.random.randint(k1, (c.sample_positions,), 0, hi),
+            jax.random.randint(k2, (c.sample_positions,), 0, hi))
+
+  def __call__(self, tokens: jax.Array, mask: jax.Array | None = None,
+               train: bool = True,
+               positions: Sequence[jax.Array] | None = None):
+    """The pretraining loss.
+
+    Args:
+      tokens: int [batch, T].
+      mask: optional [batch, T], 1 = real token; padding neither sends nor
+        receives graph weight and adds no loss term.
+      train: batch statistics (needs mutable=['batch_stats']) and dropout.
+      positions: optional (forward, backward) int [n] start positions; the
+        backward ones index the flipped sequence. Drawn by `draw_positions`
+        when omitted (needs a 'sample' rng if sample_positions > 0).
+
+    Returns:
+      (loss, metrics): loss = ½(forward mean CE + backward mean CE), a float32
+      scalar; metrics = {loss, loss_fw, loss_bw, tokens} where tokens counts
+      the predicted targets of both directions.
+    """
+    c = self.config
+    emb, mask, (_, f_fw), (_, f_bw) = self._both(tokens, mask, train, with_features=True)
+    mask_r = None if mask is None else jnp.flip(mask, 1)
+    seqs = {"fw": (f_fw[-1], emb, tokens, mask),
+            "bw": (f_bw[-1], jnp.flip(emb, 1), jnp.flip(tokens, 1), mask_r)}
+    if c.objective == "context" and positions is None:
+      positions = self.draw_positions(tokens.shape[1])
+    hidden, targets, weights = [], [], []
+    for i, which in enumerate(DIRECTIONS):
+      top, e, tok, m = seqs[which]
+      if c.objective == "context":
+        h0, inputs, tgt, w = context_targets(top, e, tok, m, jnp.asarray(positions[i]),
+                                             c.context_length)
+      else:
+        h0, inputs, tgt, w = sentence_targets(top, e, tok, m, c.sentence_length)
+      decoder = self.decoder_fw if which == "fw" else self.decoder_bw
+      out = decoder(h0, inputs, train)
+      hidden.append(out.reshape(-1, c.dim))
+      targets.append(tgt.reshape(-1))
+      weights.append(w.reshape(-1))
+    counts = [jnp.sum(w) for w in weights]
+    scaled = [w / (2.0 * jnp.maximum(n, 1.0)) for w, n in zip(weights, counts)]
+    table = self.embedding.astype(c.compute_dtype)
+    loss, ce = tied_softmax_cross_entropy(
+        jnp.concatenate(hidden), table, jnp.concatenate(targets),
+        jnp.concatenate(scaled), c.loss_chunk_size)
+    n_fw = weights[0].shape[0]
+    per_dir = [jnp.sum(ce[:n_fw] * weights[0]) / jnp.maximum(counts[0], 1.0),
+               jnp.sum(ce[n_fw:] * weights[1]) / jnp.maximum(counts[1], 1.0)]
+    metrics = {"loss": loss, "loss_fw": per_dir[0], "loss_bw": per_dir[1],
+               "tokens": counts[0] + counts[1]}
+    return loss, metrics

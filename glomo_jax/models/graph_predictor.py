@@ -1,0 +1,114 @@
+"""The graph predictor g (paper Eq. 1) for one reading direction.
+
+Input embeddings [batch, T, d] go through a key CNN and a query CNN (causal).
+For each graph layer l and head h:
+  k_i = W_k^{l,h} key_i + b,  q_j = W_q^{l,h} query_j + b   (width head_dim)
+  s_ji = q_j · k_i                                   (no 1/sqrt scaling)
+  θ_j = w^l · q_j + c^l   ('query')   or   θ = b^l   ('scalar')
+  G_ji = ReLU(s_ji − θ_j)² / (Σ_i ReLU(s_ji − θ_j)² + 1e-16),  i < j only.
+Graphs are [batch, L, K, T_target, T_source]; row j (target) sums to 1, or to
+0 when no source survives (always for j = 0).
+
+Parameters are stacked over layers (`key_kernel` [L, d, K, head_dim] …) so the
+projections of all layers are one GEMM: the key/query features are the same
+for every layer.
+
+In the coupled ("− decouple") variant there are no CNNs: `layer_graph`
+computes layer l's graph from the feature predictor's layer-(l−1) features.
+"""
+from __future__ import annotations
+
+import flax.linen as nn
+import jax
+import jax.numpy as jnp
+
+from glomo_jax.config import ModelConfig
+from glomo_jax.models.causal_conv import CausalConvStack
+from glomo_jax.models.initializers import fan_in_uniform
+from glomo_jax.ops.sparse_graph import allowed_sources, normalize_graph
+
+
+class GraphPredictor(nn.Module):
+  """One direction's graph predictor. See the module docstring for the math."""
+  config: ModelConfig
+
+  def setup(self):
+    c = self.config
+    L, d, K, H = c.num_graph_layers, c.dim, c.num_heads, c.head_dim
+    pd = c.params_dtype
+    if c.decoupled:
+      stack = dict(features=d, kernel_size=c.kernel_size, norm=c.norm,
+                   bn_momentum=c.bn_momentum, epsilon=c.bn_epsilon,
+                   dtype=c.compute_dtype, param_dtype=pd)
+      self.key_cnn = CausalConvStack(c.key_layers, **stack)
+      self.query_cnn = CausalConvStack(c.query_layers, **stack)
+    proj = fan_in_uniform(d)
+    self.key_kernel = self.param("key_kernel", proj, (L, d, K, H), pd)
+    self.key_bias = self.param("key_bias", proj, (L, K, H), pd)
+    self.query_kernel = self.param("query_kernel", proj, (L, d, K, H), pd)
+    self.query_bias = self.param("query_bias", proj, (L, K, H), pd)
+    if c.sparsity == "squared_relu":
+      if c.threshold == "query":
+        self.threshold_kernel = self.param("threshold_kernel", fan_in_uniform(H), (L, H), pd)
+        self.threshold_bias = self.param("threshold_bias", fan_in_uniform(H), (L,), pd)
+      else:
+        self.threshold_bias = self.param("threshold_bias", nn.initializers.zeros, (L,), pd)
+    if c.dropout > 0:
+      self.input_dropout = nn.Dropout(c.dropout, broadcast_dims=(1,))
+
+  def _dropout(self, x, train):
+    if self.config.dropout > 0 and train:
+      return self.input_dropout(x, deterministic=False)
+    return x
+
+  def __call__(self, x: jax.Array, mask: jax.Array | None = None,
+               train: bool = False) -> jax.Array:
+    """Graphs of every layer (decoupled predictor).
+
+    Args:
+      x: [batch, T, d] embeddings of the sequence in reading order.
+      mask: optional [batch, T], 1 for real tokens, 0 for padding.
+      train: batch statistics (and dropout, if configured) instead of running
+        statistics.
+
+    Returns:
+      [batch, L, K, T, T] graphs, [.., target j, source i].
+    """
+    if not self.config.decoupled:
+      raise ValueError("a coupled graph predictor has no CNNs: use layer_graph "
+                       "with the feature predictor's features")
+    keys = self.key_cnn(self._dropout(x, train), mask, train)
+    queries = self.query_cnn(self._dropout(x, train), mask, train)
+    return self._graphs(keys, queries, slice(None), mask)
+
+  def layer_graph(self, layer: int, features: jax.Array,
+                  mask: jax.Array | None = None) -> jax.Array:
+    """Layer `layer`'s graph from given features (coupled variant).
+
+    features: [batch, T, d] -> [batch, K, T, T].
+    """
+    return self._graphs(features, features, slice(layer, layer + 1), mask)[:, 0]
+
+  def _graphs(self, keys, queries, layers, mask):
+    """keys, queries: [batch, T, d] -> graphs [batch, L', K, T, T] for `layers`."""
+    c = self.config
+    dt, gdt = c.compute_dtype, c.graph_dtype
+    cast = lambda a: a.astype(dt)
+    k = jnp.einsum("btd,ldkh->blkth", cast(keys), cast(self.key_kernel[layers]))
+    k = k + cast(self.key_bias[layers])[None, :, :, None, :]
+    q = jnp.einsum("btd,ldkh->blkth", cast(queries), cast(self.query_kernel[layers]))
+    q = q + cast(self.query_bias[layers])[None, :, :, None, :]
+    scores = jnp.einsum("blkjh,blkih->blkji", q, k, preferred_element_type=gdt)
+    threshold = 0.0
+    if c.sparsity == "squared_relu":
+      if c.threshold == "query":
+        w = self.threshold_kernel[layers].astype(gdt)
+        threshold = jnp.einsum("blkth,lh->blkt", q.astype(gdt), w)
+        threshold = threshold + self.threshold_bias[layers].astype(gdt)[None, :, None, None]
+        threshold = threshold[..., None]
+      else:
+        threshold = self.threshold_bias[layers].astype(gdt)[None, :, None, None, None]
+    allowed = allowed_sources(keys.shape[1], mask)
+    if mask is not None:
+      allowed = allowed[:, None]                       # [batch, 1, 1, T, T]
+    return normalize_graph(scores.astype(gdt), threshold, allowed, c.sparsity)

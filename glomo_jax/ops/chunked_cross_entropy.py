@@ -1,0 +1,122 @@
+"""Softmax cross-entropy through an output layer tied to the embedding,
+computed in row chunks so that no [rows, vocab] logits array ever exists.
+
+With N = B·T·D decoder outputs and V = 100k words, the plain computation
+would hold N×V logits (plus their softmax and gradient) at once. Here a
+`lax.scan` walks over chunks of `chunk_size` rows. When differentiated, the
+forward pass computes each chunk's gradient right away (softmax − one-hot),
+folds it into dL/dhidden and dL/dtable, and keeps only those: the same three
+GEMMs per chunk as the plain computation and no recomputation, with memory
+O(chunk·V + V·d).
+"""
+from __future__ import annotations
+
+import functools
+
+import jax
+import jax.numpy as jnp
+
+
+def tied_softmax_cross_entropy(hidden: jax.Array, table: jax.Array,
+                               targets: jax.Array, weights: jax.Array,
+                               chunk_size: int = 1024):
+  """Weighted sum of cross-entropies of ``softmax(hidden @ table.T)``.
+
+  Args:
+    hidden: [N, dim] decoder outputs (any float dtype).
+    table: [V, dim] output layer (the tied embedding; no bias).
+    targets: int [N] target ids.
+    weights: float [N]; 0 drops a row (padding, invalid positions). Use
+      1/count to get a mean.
+    chunk_size: rows per chunk.
+
+  Returns:
+    (loss, ce): loss = Σ_n weights_n · CE_n, a float32 scalar
+    differentiable in hidden, table and weights; ce: float32 [N] per-row
+    cross-entropies for metrics (gradient stopped).
+  """
+  if hidden.ndim != 2 or table.ndim != 2 or hidden.shape[1] != table.shape[1]:
+    raise ValueError(f"hidden {hidden.shape} and table {table.shape} must be "
+                     "[N, dim] and [V, dim]")
+  if targets.shape != hidden.shape[:1] or weights.shape != hidden.shape[:1]:
+    raise ValueError(f"targets {targets.shape} and weights {weights.shape} must "
+                     f"be [{hidden.shape[0]}]")
+  n = hidden.shape[0]
+  chunk = max(1, min(int(chunk_size), n))
+  pad = (-n) % chunk
+  if pad:
+    hidden = jnp.pad(hidden, ((0, pad), (0, 0)))
+    targets = jnp.pad(targets, (0, pad))
+    weights = jnp.pad(weights, (0, pad))
+  loss, ce = _chunked_ce(chunk, hidden, table, targets.astype(jnp.int32),
+                         weights.astype(jnp.float32))
+  return loss, jax.lax.stop_gradient(ce[:n])
+
+
+def _acc_dtype(*arrays):
+  return functools.reduce(jnp.promote_types, [a.dtype for a in arrays], jnp.float32)
+
+
+def _chunk_logits(h, table, acc):
+  return jnp.einsum("nd,vd->nv", h, table, preferred_element_type=acc).astype(acc)
+
+
+def _split(x, chunk):
+  return x.reshape((x.shape[0] // chunk, chunk) + x.shape[1:])
+
+
+def _forward_only(chunk, hidden, table, targets, weights):
+  acc = _acc_dtype(hidden, table)
+
+  def body(total, xs):
+    h, y, w = xs
+    logits = _chunk_logits(h, table, acc)
+    lse = jax.nn.logsumexp(logits, axis=-1)
+    ce = lse - jnp.take_along_axis(logits, y[:, None], axis=-1)[:, 0]
+    return total + jnp.sum(w.astype(acc) * ce), ce
+
+  total, ce = jax.lax.scan(
+      body, jnp.zeros((), acc),
+      (_split(hidden, chunk), _split(targets, chunk), _split(weights, chunk)))
+  return total.astype(jnp.float32), ce.reshape(-1).astype(jnp.float32)
+
+
+@functools.partial(jax.custom_vjp, nondiff_argnums=(0,))
+def _chunked_ce(chunk, hidden, table, targets, weights):
+  return _forward_only(chunk, hidden, table, targets, weights)
+
+
+def _chunked_ce_fwd(chunk, hidden, table, targets, weights):
+  acc = _acc_dtype(hidden, table)
+
+  def body(dtable, xs):
+    h, y, w = xs
+    logits = _chunk_logits(h, table, acc)
+    lse = jax.nn.logsumexp(logits, axis=-1)
+    ce = lse - jnp.take_along_axis(logits, y[:, None], axis=-1)[:, 0]
+    onehot = jnp.arange(logits.shape[-1], dtype=y.dtype)[None, :] == y[:, None]
+    dlogits = (jnp.exp(logits - lse[:, None]) - onehot) * w.astype(acc)[:, None]
+    dlogits = dlogits.astype(table.dtype)
+    dh = jnp.einsum("nv,vd->nd", dlogits, table, preferred_element_type=acc)
+    dtable = dtable + jnp.einsum("nv,nd->vd", dlogits, h, preferred_element_type=acc)
+    return dtable, (ce, dh.astype(h.dtype))
+
+  dtable, (ce, dh) = jax.lax.scan(
+      body, jnp.zeros(table.shape, acc),
+      (_split(hidden, chunk), _split(targets, chunk), _split(weights, chunk)))
+  ce = ce.reshape(-1)
+  loss = jnp.sum(weights.astype(acc) * ce).astype(jnp.float32)
+  res = (dh.reshape(hidden.shape), dtable.astype(table.dtype), ce, targets)
+  return (loss, ce.astype(jnp.float32)), res
+
+
+def _chunked_ce_bwd(chunk, res, cotangents):
+  del chunk
+  dh, dtable, ce, targets = res
+  g_loss, _ = cotangents  # ce is returned with its gradient stopped
+  g = g_loss.astype(dh.dtype)
+  return (g * dh, g.astype(dtable.dtype) * dtable, None,
+          (g_loss * ce).astype(jnp.float32))
+
+
+_chunked_ce.defvjp(_chunked_ce_fwd, _chunked_ce_bwd)
