@@ -29,11 +29,12 @@ def _lookup_scaled(table, ids):
 
 
 def _lookup_scaled_fwd(table, ids):
-  return jnp.take(table, ids, axis=0), (ids, table.shape, table.dtype)
+  return jnp.take(table, ids, axis=0), (ids, table)
 
 
 def _lookup_scaled_bwd(res, g):
-  ids, shape, dtype = res
+  ids, table = res
+  shape, dtype = table.shape, table.dtype
   flat = ids.reshape(-1)
   counts = jnp.zeros((shape[0],), jnp.int32).at[flat].add(1)
   rows = g.reshape(-1, shape[1]) / counts[flat][:, None].astype(g.dtype)

@@ -1,0 +1,197 @@
+"""The whole pretraining model: shapes, causality, padding, parameter count."""
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+
+from glomo_jax import GLoMo, ModelConfig
+from conftest import init_model
+
+
+def direction_outputs(model, variables, emb, which, train=False):
+  """(graphs [B, L, K, T, T], stacked features [L, B, T, d]) of one direction
+  on embeddings in that direction's reading order."""
+  def f(m, e):
+    g, feats = m._direction(which, e, None, train, True)
+    return g, jnp.stack(feats)
+  return model.apply(variables, emb, method=f)
+
+
+@pytest.mark.parametrize("overrides", [
+    dict(),                                        # authors' layout, BN eval mode
+    dict(norm="layer", composition="residual"),
+    dict(decoupled=False, key_layers=0, query_layers=0),
+    dict(sparsity="softmax", threshold="scalar"),
+])
+def test_no_output_at_t_depends_on_a_later_token(overrides):
+  config = ModelConfig.tiny(**overrides)
+  model, variables, tokens = init_model(config, batch=1, length=7)
+  emb = model.apply(variables, tokens, method=GLoMo.embed)
+  for which in ("fw", "bw"):
+    jac_g, jac_f = jax.jacrev(lambda e: direction_outputs(model, variables, e, which))(emb)
+    # jac_g: [B, L, K, T(target j), T(source i), B, T(input s), d]
+    dep_g = np.abs(np.asarray(jac_g)).sum(axis=(0, 1, 2, 4, 5, 7))     # [j, s]
+    dep_f = np.abs(np.asarray(jac_f)).sum(axis=(0, 1, 3, 4, 6))        # [t, s]
+    later = np.triu_indices(7, 1)
+    assert np.all(dep_g[later] == 0), f"{which} graph row depends on a later token"
+    assert np.all(dep_f[later] == 0), f"{which} feature depends on a later token"
+    assert dep_f[3, 2] > 0 and dep_g[3, 1] > 0    # and earlier tokens do matter
+
+
+def test_graph_rows_change_only_with_earlier_tokens_in_original_order():
+  config = ModelConfig.tiny()
+  model, variables, tokens = init_model(config, batch=2, length=9)
+  g = np.asarray(model.apply(variables, tokens, method=GLoMo.graphs))
+  t = 4
+  changed = tokens.at[:, t].set((tokens[:, t] + 1) % config.vocab_size)
+  g2 = np.asarray(model.apply(variables, changed, method=GLoMo.graphs))
+  L = config.num_graph_layers
+  # forward graphs: rows j < t are unaffected by a change at t (row t's query
+  # reads token t itself); backward graphs: rows j > t are unaffected
+  np.testing.assert_array_equal(g[:, :L, :, :t], g2[:, :L, :, :t])
+  np.testing.assert_array_equal(g[:, L:, :, t + 1:], g2[:, L:, :, t + 1:])
+  assert not np.allclose(g[:, :L, :, t:], g2[:, :L, :, t:])
+  assert not np.allclose(g[:, L:, :, :t + 1], g2[:, L:, :, :t + 1])
+
+
+def test_graphs_shape_triangularity_and_row_sums():
+  config = ModelConfig.tiny()
+  model, variables, tokens = init_model(config, batch=3, length=11)
+  g = np.asarray(model.apply(variables, tokens, method=GLoMo.graphs))
+  L, K = config.num_graph_layers, config.num_heads
+  assert g.shape == (3, 2 * L, K, 11, 11)
+  assert np.all(g >= 0)
+  np.testing.assert_array_equal(np.triu(g[:, :L]), 0.0)       # forward: i < j only
+  np.testing.assert_array_equal(np.tril(g[:, L:]), 0.0)       # backward: i > j only
+  sums = g.sum(-1)
+  assert np.all(np.isclose(sums, 1.0, atol=1e-5) | (sums == 0.0))
+  np.testing.assert_array_equal(sums[:, :L, :, 0], 0.0)        # nothing before position 0
+  np.testing.assert_array_equal(sums[:, L:, :, -1], 0.0)       # nothing after the end
+  assert np.mean(np.isclose(sums, 1.0, atol=1e-5)) > 0.25   # random weights: many rows survive
+
+
+def test_padding_neither_sends_nor_receives_and_adds_no_loss():
+  config = ModelConfig.tiny()
+  model, variables, tokens = init_model(config, batch=2, length=10)
+  mask = jnp.array([[1] * 10, [1] * 6 + [0] * 4])
+  g = np.asarray(model.apply(variables, tokens, mask, method=GLoMo.graphs))
+  np.testing.assert_array_equal(g[1, :, :, 6:, :], 0.0)     # padding targets receive nothing
+  np.testing.assert_array_equal(g[1, :, :, :, 6:], 0.0)     # padding sources send nothing
+  other = tokens.at[1, 6:].set(7)
+  run = lambda tok: model.apply(variables, tok, mask, train=True, mutable=["batch_stats"])[0]
+  (l1, m1), (l2, m2) = run(tokens), run(other)
+  np.testing.assert_allclose(l1, l2, rtol=1e-6)
+  D = config.context_length
+  # a target counts when its start t (< T - D) and the target t + k are real,
+  # in each direction's reading order
+  m = np.asarray(mask)
+  expected = sum(int(row[t] and row[t + k]) for rows in (m, m[:, ::-1]) for row in rows
+                 for t in range(10 - D) for k in range(1, D + 1))
+  assert float(m1["tokens"]) == expected == 63
+  g_unmasked = np.asarray(model.apply(variables, other, method=GLoMo.graphs))
+  np.testing.assert_allclose(g[0], g_unmasked[0], rtol=1e-5, atol=1e-7)
+
+
+def test_loss_is_half_forward_plus_backward():
+  config = ModelConfig.tiny(sample_positions=4)
+  model, variables, tokens = init_model(config)
+  (loss, m), _ = model.apply(variables, tokens, train=True, rngs={"sample": jax.random.PRNGKey(3)},
+                             mutable=["batch_stats"])
+  np.testing.assert_allclose(loss, 0.5 * (m["loss_fw"] + m["loss_bw"]), rtol=1e-6)
+  assert float(m["tokens"]) == 2 * 2 * 4 * config.context_length
+  assert 0.5 * np.log(config.vocab_size) < float(loss) < 2 * np.log(config.vocab_size)
+
+
+def test_sampled_positions_come_from_the_sample_rng_and_explicit_positions_agree():
+  config = ModelConfig.tiny(sample_positions=3)
+  model, variables, tokens = init_model(config)
+  run = lambda **kw: model.apply(variables, tokens, train=True, mutable=["batch_stats"], **kw)[0][0]
+  a = run(rngs={"sample": jax.random.PRNGKey(1)})
+  b = run(rngs={"sample": jax.random.PRNGKey(1)})
+  c = run(rngs={"sample": jax.random.PRNGKey(2)})
+  assert a == b and a != c
+  pos = model.apply(variables, tokens.shape[1], method=GLoMo.draw_positions,
+                    rngs={"sample": jax.random.PRNGKey(1)})
+  np.testing.assert_allclose(run(positions=pos), a, rtol=1e-6)
+  T, D = tokens.shape[1], config.context_length
+  assert all(int(p.min()) >= 0 and int(p.max()) < T - D for p in pos)
+
+
+def test_train_mode_updates_batch_stats_and_eval_mode_does_not_need_mutable():
+  config = ModelConfig.tiny()
+  model, variables, tokens = init_model(config)
+  (_, _), upd = model.apply(variables, tokens, train=True, mutable=["batch_stats"])
+  before = jax.tree_util.tree_leaves(variables["batch_stats"])
+  after = jax.tree_util.tree_leaves(upd["batch_stats"])
+  assert any(not np.allclose(a, b) for a, b in zip(before, after))
+  loss, _ = model.apply(variables, tokens, train=False)
+  assert np.isfinite(loss)
+
+
+def test_jit_value_and_grad_on_cpu():
+  config = ModelConfig.tiny(sample_positions=5)
+  model, variables, tokens = init_model(config)
+
+  @jax.jit
+  def step(params, stats, tokens, key):
+    def loss_fn(p):
+      (loss, metrics), upd = model.apply({"params": p, "batch_stats": stats}, tokens,
+                                         train=True, rngs={"sample": key},
+                                         mutable=["batch_stats"])
+      return loss, (metrics, upd)
+    return jax.value_and_grad(loss_fn, has_aux=True)(params)
+
+  (loss, (metrics, upd)), grads = step(variables["params"], variables["batch_stats"], tokens,
+                                       jax.random.PRNGKey(0))
+  assert np.isfinite(loss)
+  leaves = jax.tree_util.tree_leaves(grads)
+  assert all(np.all(np.isfinite(g)) for g in leaves)
+  assert sum(float(jnp.abs(g).sum()) > 0 for g in leaves) == len(leaves)
+
+
+def expected_param_count(c: ModelConfig) -> int:
+  d, K, H, L, V, k = c.dim, c.num_heads, c.head_dim, c.num_graph_layers, c.vocab_size, c.kernel_size
+  conv_block = k * d * d + d + 2 * d                       # conv weight, bias, BN scale/bias
+  graph = (c.key_layers + c.query_layers) * conv_block
+  graph += 2 * L * (d * K * H + K * H)                     # key and query projections
+  graph += L * (H + 1)                                     # per-query threshold w, c
+  gru_cell = 2 * d * 3 * d + 3 * d + d * 3 * d + 3 * d     # input [m*h; m] (2d) -> 3d gates
+  decoder = c.decoder_layers * (2 * (d * 3 * d) + 2 * 3 * d)
+  return V * d + 2 * (graph + gru_cell + decoder)
+
+
+def test_paper_preset_matches_the_authors_run_and_its_parameter_count():
+  c = ModelConfig.paper()
+  assert (c.dim, c.num_heads, c.head_dim, c.num_graph_layers, c.key_layers, c.query_layers,
+          c.kernel_size, c.context_length, c.decoder_layers, c.threshold, c.sparsity,
+          c.composition, c.decoupled, c.sample_positions) == (
+              512, 8, 256, 3, 4, 4, 3, 3, 2, "query", "squared_relu", "gru", True, 20)
+  shapes = jax.eval_shape(lambda: GLoMo(c).init(jax.random.PRNGKey(0),
+                                                jnp.zeros((1, 8), jnp.int32)))
+  n = sum(int(np.prod(x.shape)) for x in jax.tree_util.tree_leaves(shapes["params"]))
+  assert n == expected_param_count(c)
+  # the same count written out: 51.2M embedding + 2 × 18,122,499 per-direction weights
+  assert n == 51_200_000 + 2 * 18_122_499
+
+
+def test_bad_inputs_are_clear_errors():
+  config = ModelConfig.tiny()
+  model, variables, tokens = init_model(config)
+  with pytest.raises(ValueError, match=r"\[batch, T\]"):
+    model.apply(variables, tokens[0], method=GLoMo.graphs)
+  with pytest.raises(ValueError, match="integer"):
+    model.apply(variables, tokens.astype(jnp.float32), method=GLoMo.graphs)
+  with pytest.raises(ValueError, match="mask"):
+    model.apply(variables, tokens, jnp.ones((2, 3)), method=GLoMo.graphs)
+  with pytest.raises(ValueError, match="too short"):
+    model.apply(variables, tokens[:, :3], train=False)
+
+
+def test_config_typos_and_bad_values_are_clear_errors():
+  with pytest.raises(ValueError, match="sparsity"):
+    ModelConfig(sparsity="sparse")
+  with pytest.raises(ValueError, match="divisible"):
+    ModelConfig(dim=10, num_heads=4)
+  with pytest.raises(ValueError, match="unknown ModelConfig fields"):
+    ModelConfig.from_dict({"dimm": 3})
+  assert ModelConfig.from_dict(ModelConfig.tiny().to_dict()) == ModelConfig.tiny()
