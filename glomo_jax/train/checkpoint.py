@@ -1,0 +1,64 @@
+"""Orbax checkpoints of the train state plus the data iterator's position.
+
+Each checkpoint step holds two items: 'state' (the TrainState pytree, sharded
+arrays restored onto the current mesh) and 'extra' (JSON: the data iterator's
+state and run metadata). Saves are asynchronous; `wait` before exiting.
+Restoring walks back from the newest step: a checkpoint that fails to load
+(half-written, truncated, corrupt) is skipped with a warning and the one
+before it is used. Half-written saves that orbax never committed are not
+listed at all.
+"""
+from __future__ import annotations
+
+import logging
+import os
+from typing import Any
+
+import orbax.checkpoint as ocp
+
+
+class Checkpointer:
+  """Periodic + final saves, keep-N, newest-valid restore."""
+
+  def __init__(self, directory: str, keep: int = 3, save_every: int = 1000,
+               async_save: bool = True):
+    self.directory = os.path.abspath(directory)
+    options = ocp.CheckpointManagerOptions(
+        max_to_keep=keep, save_interval_steps=max(1, save_every),
+        enable_async_checkpointing=async_save, create=True)
+    self.manager = ocp.CheckpointManager(self.directory, options=options,
+                                         item_names=("state", "extra"))
+
+  def steps(self) -> list[int]:
+    return sorted(self.manager.all_steps())
+
+  def save(self, step: int, state, extra: dict, force: bool = False) -> bool:
+    """Saves if the step is on the interval (or `force`); returns whether it did."""
+    return self.manager.save(
+        step, args=ocp.args.Composite(state=ocp.args.StandardSave(state),
+                                      extra=ocp.args.JsonSave(extra)), force=force)
+
+  def restore_latest(self, abstract_state) -> tuple[Any, dict, int] | None:
+    """(state, extra, step) of the newest checkpoint that loads, else None.
+
+    abstract_state: a pytree of jax.ShapeDtypeStruct with shardings (the
+    restored arrays are placed accordingly).
+    """
+    for step in reversed(self.steps()):
+      try:
+        restored = self.manager.restore(
+            step, args=ocp.args.Composite(state=ocp.args.StandardRestore(abstract_state),
+                                          extra=ocp.args.JsonRestore()))
+        return restored["state"], dict(restored["extra"]), step
+      except Exception as e:  # a corrupt checkpoint: say so, use the previous one
+        logging.warning("checkpoint at step %d in %s could not be restored (%s: %s); "
+                        "trying the previous one", step, self.directory,
+                        type(e).__name__, str(e).splitlines()[0][:300] if str(e) else "")
+    return None
+
+  def wait(self):
+    self.manager.wait_until_finished()
+
+  def close(self):
+    self.manager.wait_until_finished()
+    self.manager.close()

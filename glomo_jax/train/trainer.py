@@ -1,0 +1,294 @@
+"""The pretraining loop: corpus → tokenizer → windows → sharded steps →
+checkpoints → exported graph predictor.
+
+`train_and_evaluate(config, workdir)` is the whole run. Restore order:
+a checkpoint already in `workdir` resumes the run exactly (parameters,
+optimiser state, step, rng, plateau state and the data iterator's position);
+otherwise it starts from scratch. The tokenizer is saved in the workdir on the
+first run and reused by every resume and by the export.
+"""
+from __future__ import annotations
+
+import functools
+import json
+import logging
+import math
+import os
+import signal
+import time
+from typing import Any
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+from jax.experimental import multihost_utils
+
+from glomo_jax.config import ModelConfig
+from glomo_jax.data import CorpusSpec, Tokenizer, pretraining_data
+from glomo_jax.data.corpus import iter_documents
+from glomo_jax.data.synthetic import vocabulary as synthetic_vocabulary
+from glomo_jax.data.tokenizer import train_tokenizer, train_word_tokenizer
+from glomo_jax.eval.arcs import ArcAccumulator
+from glomo_jax.models.glomo import GLoMo
+from glomo_jax.train.checkpoint import Checkpointer
+from glomo_jax.train.config import TrainConfig
+from glomo_jax.train.metrics import MetricWriter, Progress, format_eta
+from glomo_jax.train.optimizer import PlateauRule, make_optimizer
+from glomo_jax.train.sharding import batch_sharding, make_mesh, replicated, state_shardings
+from glomo_jax.train.state import TrainState
+from glomo_jax.train.step import eval_step, train_step
+
+logger = logging.getLogger("glomo_jax.train")
+
+TOKENIZER_FILE = "tokenizer.model"
+
+
+class NonFiniteLossError(FloatingPointError):
+  """The loss or the parameters stopped being finite; the run was stopped."""
+
+
+# ---- tokenizer ---------------------------------------------------------------
+def prepare_tokenizer(config: TrainConfig, workdir: str) -> Tokenizer:
+  """The run's tokenizer: the one saved in the workdir, else the configured
+  file, else trained on a sample of the corpus; saved in the workdir."""
+  path = os.path.join(workdir, TOKENIZER_FILE)
+  if os.path.exists(path):
+    return Tokenizer.load(path)
+  spec = CorpusSpec.from_dict(config.corpus)
+  if config.tokenizer_path:
+    tokenizer = Tokenizer.load(config.tokenizer_path)
+  elif spec.source == "synthetic":
+    tokenizer = train_word_tokenizer(synthetic_vocabulary(), os.path.join(workdir, "spm_tmp/"))
+  else:
+    logger.info("training a %d-piece SentencePiece model on up to %d characters of %s",
+                config.vocab_size, config.tokenizer_sample_chars, spec.describe())
+    tokenizer = train_tokenizer(iter_documents(spec), config.vocab_size,
+                                os.path.join(workdir, "spm_tmp/"),
+                                sample_chars=config.tokenizer_sample_chars,
+                                model_type=config.tokenizer_model_type)
+  tokenizer.save(path)
+  return tokenizer
+
+
+# ---- state -------------------------------------------------------------------
+def create_state(model: GLoMo, tx, config: TrainConfig, rng: jax.Array) -> TrainState:
+  params_rng, run_rng = jax.random.split(rng)
+  tokens = jnp.zeros((1, config.bptt), jnp.int32)
+  everywhere = jnp.arange(config.bptt - model.config.context_length)
+  variables = model.init(params_rng, tokens, train=False, positions=(everywhere, everywhere))
+  return TrainState.create(variables, tx, run_rng)
+
+
+def _global_batch(batch: dict, sharding, keys=("tokens", "mask")) -> dict:
+  return {k: jax.make_array_from_process_local_data(sharding, np.asarray(batch[k], np.int32))
+          for k in keys}
+
+
+class _Preemption:
+  """Turns SIGTERM into a flag checked once per step (save, then exit)."""
+
+  def __init__(self):
+    self.requested = False
+    self._old = None
+
+  def __enter__(self):
+    try:
+      self._old = signal.signal(signal.SIGTERM, self._handle)
+    except ValueError:  # not the main thread: no handler
+      self._old = None
+    return self
+
+  def _handle(self, signum, frame):
+    del signum, frame
+    logger.warning("SIGTERM received: saving a checkpoint and stopping")
+    self.requested = True
+
+  def __exit__(self, *exc):
+    if self._old is not None:
+      signal.signal(signal.SIGTERM, self._old)
+
+
+def _finite(metrics: dict) -> bool:
+  return all(math.isfinite(float(metrics[k])) for k in ("loss", "grad_norm", "param_norm"))
+
+
+# ---- the run -----------------------------------------------------------------
+def train_and_evaluate(config: TrainConfig, workdir: str) -> dict[str, Any]:
+  """Runs (or resumes) a pretraining run in `workdir`; returns a summary dict
+  with the final step, train/eval losses, the export path and, for the
+  synthetic corpus, the graph-on-true-arc scores (untrained and final)."""
+  os.makedirs(workdir, exist_ok=True)
+  process_index, process_count = jax.process_index(), jax.process_count()
+  is_main = process_index == 0
+  logger.info("process %d of %d, %d local / %d global devices (%s)", process_index,
+              process_count, jax.local_device_count(), jax.device_count(),
+              jax.devices()[0].platform)
+  if is_main:
+    with open(os.path.join(workdir, "config.json"), "w") as f:
+      json.dump(config.to_dict(), f, indent=2)
+
+  # Mesh ------------------------------------------------------------------------
+  mesh = make_mesh(config.mesh_data, config.mesh_fsdp)
+  if config.batch_size % mesh.size:
+    raise ValueError(f"batch_size={config.batch_size} must be divisible by the "
+                     f"{mesh.size} devices of the mesh {dict(mesh.shape)}")
+
+  # Input -----------------------------------------------------------------------
+  tokenizer = prepare_tokenizer(config, workdir)
+  data = pretraining_data(
+      config.corpus, tokenizer, batch_size=config.batch_size, bptt=config.bptt,
+      shift=config.shift, seed=config.seed, heldout_fraction=config.heldout_fraction,
+      cache_dir=os.path.join(workdir, "cache"), process_index=process_index,
+      process_count=process_count)
+  logger.info("corpus: %d training tokens in %d windows; %s held-out tokens; vocabulary %d",
+              data.train_stream.num_tokens, data.train.num_windows,
+              data.eval_stream.num_tokens if data.eval_stream is not None else 0,
+              tokenizer.vocab_size)
+
+  # Model -----------------------------------------------------------------------
+  model_config: ModelConfig = config.model.replace(vocab_size=tokenizer.vocab_size)
+  model = GLoMo(model_config)
+  eval_model = GLoMo(model_config.replace(sample_positions=0))
+  tx = make_optimizer(config.optimizer, config.learning_rate, config.momentum,
+                      config.clip_norm, weight_decay=config.weight_decay)
+  init = functools.partial(create_state, model, tx, config)
+  rng = jax.random.PRNGKey(config.seed)
+  abstract = jax.eval_shape(init, rng)
+  state_sh = state_shardings(mesh, abstract)
+  n_params = sum(int(np.prod(x.shape)) for x in jax.tree_util.tree_leaves(abstract.params))
+  logger.info("model: %s parameters; %s", f"{n_params:,}", model_config)
+
+  # Restore or init -------------------------------------------------------------
+  ckpt = Checkpointer(os.path.join(workdir, "checkpoints"), keep=config.keep_checkpoints,
+                      save_every=config.checkpoint_every)
+  abstract_sh = jax.tree_util.tree_map(
+      lambda x, s: jax.ShapeDtypeStruct(x.shape, x.dtype, sharding=s), abstract, state_sh)
+  restored = ckpt.restore_latest(abstract_sh)
+  if restored is not None:
+    state, extra, step = restored
+    data.train.restore(extra["data"])
+    logger.info("resumed from the checkpoint at step %d", step)
+  else:
+    state = jax.jit(init, out_shardings=state_sh)(rng)
+    extra = {}
+
+  # Update ----------------------------------------------------------------------
+  batch_sh = batch_sharding(mesh)
+  in_batch_sh = {"tokens": batch_sh, "mask": batch_sh}
+  p_train = jax.jit(functools.partial(train_step, model, tx),
+                    in_shardings=(state_sh, in_batch_sh),
+                    out_shardings=(state_sh, replicated(mesh)), donate_argnums=(0,))
+  p_eval = jax.jit(functools.partial(eval_step, eval_model),
+                   in_shardings=(state_sh, in_batch_sh), out_shardings=replicated(mesh))
+  L = model_config.num_graph_layers
+  p_graphs = jax.jit(lambda s, b: eval_model.apply(s.variables, b["tokens"], b["mask"],
+                                                   method=GLoMo.graphs)[:, :L],
+                     in_shardings=(state_sh, in_batch_sh), out_shardings=replicated(mesh))
+  has_arcs = data.train_stream.has_arcs
+  writer = MetricWriter(workdir, enabled=is_main)
+  plateau = PlateauRule(config.plateau_patience, config.plateau_factor)
+
+  def evaluate(state) -> dict:
+    """Held-out loss (all positions, running BN statistics) and arc scores."""
+    if data.eval_stream is None:
+      return {}
+    loss_sum = tokens = 0.0
+    arcs = ArcAccumulator()
+    for i, batch in enumerate(data.eval_iterator()):
+      if config.eval_batches and i >= config.eval_batches:
+        break
+      gb = _global_batch(batch, batch_sh)
+      out = jax.device_get(p_eval(state, gb))
+      loss_sum += float(out["loss_sum"])
+      tokens += float(out["tokens"])
+      if has_arcs:
+        arcs.add(jax.device_get(p_graphs(state, gb)),
+                 multihost_utils.process_allgather(batch["arc_source"], tiled=True))
+    result = {"loss": loss_sum / max(tokens, 1.0), "tokens": tokens}
+    if has_arcs:
+      result.update({f"arc_{k}": v for k, v in arcs.result().items()})
+    return result
+
+  arc_file = os.path.join(workdir, "arc_scores.json")
+  arc_record = json.load(open(arc_file)) if os.path.exists(arc_file) else {}
+  if has_arcs and "untrained" not in arc_record and int(state.step) == 0:
+    arc_record["untrained"] = {k[4:]: v for k, v in evaluate(state).items()
+                               if k.startswith("arc_")}
+
+  # Loop ------------------------------------------------------------------------
+  first = int(state.step)
+  tokens_per_step = config.batch_size * config.bptt
+  progress = Progress(first, config.num_steps, tokens_per_step)
+  summary: dict[str, Any] = {"first_step": first}
+  metrics = None
+  stopped_early = False
+  logger.info("training steps %d → %d (%d tokens a step)", first, config.num_steps,
+              tokens_per_step)
+  with _Preemption() as preemption:
+    for step in range(first + 1, config.num_steps + 1):
+      batch = _global_batch(next(data.train), batch_sh)
+      with jax.profiler.StepTraceAnnotation("train", step_num=step):
+        state, metrics = p_train(state, batch)
+      last = step == config.num_steps
+      want_save = last or preemption.requested or step % config.checkpoint_every == 0
+      want_eval = last or step % config.eval_every == 0
+      if step % config.log_every == 0 or want_save or want_eval or step == first + 1:
+        m = jax.device_get(metrics)
+        if not _finite(m):
+          steps = ckpt.steps()
+          raise NonFiniteLossError(
+              f"non-finite training values at step {step}: loss={float(m['loss'])}, "
+              f"grad_norm={float(m['grad_norm'])}, param_norm={float(m['param_norm'])}. "
+              f"The run is stopped; the last good checkpoint is "
+              f"{'step %d' % steps[-1] if steps else 'none'} in {ckpt.directory}. "
+              "Lower the learning rate or check the data.")
+        rates = progress.update(step)
+        logger.info("step %d/%d  loss %.4f (fw %.4f bw %.4f)  %.2f steps/s  %.0f tokens/s  "
+                    "lr×%.3g  ETA %s", step, config.num_steps, float(m["loss"]),
+                    float(m["loss_fw"]), float(m["loss_bw"]), rates["steps_per_s"],
+                    rates["tokens_per_s"], float(m["lr_scale"]), format_eta(rates["eta_s"]))
+        writer.scalars(step, {k: float(v) for k, v in m.items()}, "train/")
+        writer.scalars(step, rates, "speed/")
+        summary["train_loss"] = float(m["loss"])
+      if want_eval and data.eval_stream is not None:
+        ev = evaluate(state)
+        best, bad, scale = plateau.update(ev["loss"], float(state.best_eval),
+                                          int(state.bad_evals), float(state.lr_scale))
+        state = state.replace(best_eval=jnp.float32(best), bad_evals=jnp.int32(bad),
+                              lr_scale=jnp.float32(scale))
+        logger.info("eval at step %d: loss %.4f (best %.4f)%s", step, ev["loss"], best,
+                    "".join(f"  {k} {v:.3f}" for k, v in ev.items()
+                            if k in ("arc_own_best", "arc_predicting_best", "arc_predicting_chance")))
+        writer.scalars(step, ev, "eval/")
+        summary["eval"] = ev
+      if want_save:
+        ckpt.save(step, state, {"data": data.train.state(), "step": step,
+                                "time": time.time()}, force=True)
+      if want_eval or want_save:
+        progress.restart(step)
+      if preemption.requested and not last:
+        stopped_early = True
+        logger.warning("stopped at step %d after SIGTERM; rerun the same command to resume",
+                       step)
+        break
+  ckpt.close()
+  writer.close()
+  summary["step"] = int(state.step)
+  summary["stopped_early"] = stopped_early
+  if has_arcs and "eval" in summary and not stopped_early:
+    arc_record["final"] = {k[4:]: v for k, v in summary["eval"].items() if k.startswith("arc_")}
+    arc_record["final"]["step"] = summary["step"]
+  if arc_record and is_main:
+    with open(arc_file, "w") as f:
+      json.dump(arc_record, f, indent=2)
+  summary["arcs"] = arc_record
+  if config.export and not stopped_early:
+    from glomo_jax.export import export_graph_predictor  # noqa: PLC0415 (optional piece)
+    variables = jax.device_get(state.variables)
+    if is_main:
+      summary["export"] = export_graph_predictor(
+          os.path.join(workdir, "export"), model_config, variables, tokenizer,
+          metadata={"step": summary["step"], "workdir": os.path.abspath(workdir)},
+          overwrite=True)
+  summary["elapsed_s"] = time.perf_counter() - progress.start
+  return summary
