@@ -153,8 +153,8 @@ class GLoMo(nn.Module):
         when omitted (needs a 'sample' rng if sample_positions > 0).
 
     Returns:
-      (loss, metrics): loss = ½(forward mean CE + backward mean CE), a float32
-      scalar; metrics = {loss, loss_fw, loss_bw, tokens} where tokens counts
+      (loss, metrics): loss = ½(forward mean CE + backward mean CE), a scalar
+      in at least float32 (float64 for a float64 model); metrics = {loss, loss_fw, loss_bw, tokens} where tokens counts
       the predicted targets of both directions.
     """
     c = self.config
@@ -178,7 +178,8 @@ class GLoMo(nn.Module):
       targets.append(tgt.reshape(-1))
       weights.append(w.reshape(-1))
     counts = [jnp.sum(w) for w in weights]
-    scaled = [w / (2.0 * jnp.maximum(n, 1.0)) for w, n in zip(weights, counts)]
+    scaled = [w.astype(c.graph_dtype) / (2.0 * jnp.maximum(n, 1.0))
+              for w, n in zip(weights, counts)]
     table = self.embedding.astype(c.compute_dtype)
     loss, ce = tied_softmax_cross_entropy(
         jnp.concatenate(hidden), table, jnp.concatenate(targets),

@@ -31,9 +31,10 @@ def tied_softmax_cross_entropy(hidden: jax.Array, table: jax.Array,
     chunk_size: rows per chunk.
 
   Returns:
-    (loss, ce): loss = Σ_n weights_n · CE_n, a float32 scalar
-    differentiable in hidden, table and weights; ce: float32 [N] per-row
-    cross-entropies for metrics (gradient stopped).
+    (loss, ce): loss = Σ_n weights_n · CE_n, a scalar in the accumulation
+    dtype (float32, or float64 for float64 inputs), differentiable in hidden,
+    table and weights; ce: float32 [N] per-row cross-entropies for metrics
+    (gradient stopped).
   """
   if hidden.ndim != 2 or table.ndim != 2 or hidden.shape[1] != table.shape[1]:
     raise ValueError(f"hidden {hidden.shape} and table {table.shape} must be "
@@ -49,7 +50,7 @@ def tied_softmax_cross_entropy(hidden: jax.Array, table: jax.Array,
     targets = jnp.pad(targets, (0, pad))
     weights = jnp.pad(weights, (0, pad))
   loss, ce = _chunked_ce(chunk, hidden, table, targets.astype(jnp.int32),
-                         weights.astype(jnp.float32))
+                         weights.astype(_acc_dtype(hidden, table)))
   return loss, jax.lax.stop_gradient(ce[:n])
 
 
@@ -78,7 +79,7 @@ def _forward_only(chunk, hidden, table, targets, weights):
   total, ce = jax.lax.scan(
       body, jnp.zeros((), acc),
       (_split(hidden, chunk), _split(targets, chunk), _split(weights, chunk)))
-  return total.astype(jnp.float32), ce.reshape(-1).astype(jnp.float32)
+  return total, ce.reshape(-1).astype(jnp.float32)
 
 
 @functools.partial(jax.custom_vjp, nondiff_argnums=(0,))
@@ -105,7 +106,7 @@ def _chunked_ce_fwd(chunk, hidden, table, targets, weights):
       body, jnp.zeros(table.shape, acc),
       (_split(hidden, chunk), _split(targets, chunk), _split(weights, chunk)))
   ce = ce.reshape(-1)
-  loss = jnp.sum(weights.astype(acc) * ce).astype(jnp.float32)
+  loss = jnp.sum(weights.astype(acc) * ce)
   res = (dh.reshape(hidden.shape), dtable.astype(table.dtype), ce, targets)
   return (loss, ce.astype(jnp.float32)), res
 
@@ -116,7 +117,7 @@ def _chunked_ce_bwd(chunk, res, cotangents):
   g_loss, _ = cotangents  # ce is returned with its gradient stopped
   g = g_loss.astype(dh.dtype)
   return (g * dh, g.astype(dtable.dtype) * dtable, None,
-          (g_loss * ce).astype(jnp.float32))
+          g_loss.astype(ce.dtype) * ce)
 
 
 _chunked_ce.defvjp(_chunked_ce_fwd, _chunked_ce_bwd)
