@@ -1,0 +1,588 @@
+"""Exporting the frozen graph predictor, and loading it without the trainer.
+
+`export_graph_predictor` writes what `GLoMo.graphs` needs, and nothing else,
+to a directory that another JAX program loads with one call::
+
+  export_graph_predictor("/exports/glomo", config, state_variables, tokenizer,
+                         metadata={"step": 100_000})
+  predictor = load_graph_predictor("/exports/glomo")
+  graphs, tokens, mask, pieces = predictor.graphs_from_text(["a sentence ."])
+  graphs = predictor.predict(predictor.variables, tokens, mask)  # pure, jitted
+
+Export tree (format_version 1; these names are frozen, other projects read
+them)::
+
+  <directory>/
+    glomo_export.json   manifest (UTF-8 JSON object), keys:
+        format_version        1
+        kind                  "glomo_graph_predictor"
+        model_config          ModelConfig.to_dict()
+        tokenizer_fingerprint sha256 hex of tokenizer.model, or null
+        tokenizer_vocab_size  int, or null
+        params                [{"path": "params/graph_fw/key_kernel",
+                                "shape": [L, d, K, H], "dtype": "float32"}, ...]
+                              every leaf of params.msgpack, sorted by path
+        files                 {"params.msgpack": {"sha256", "bytes"},
+                               "tokenizer.model": {"sha256", "bytes"}}
+        content_sha256        see below
+        metadata              the caller's JSON object (e.g. {"step": 100000})
+        graph_layout          human-readable description of the graphs
+        library               {"glomo_jax", "jax", "flax"} versions
+    params.msgpack      flax.serialization.msgpack_serialize of numpy arrays
+                        {"params": {"embedding": [V, d], "graph_fw": {...},
+                                    "graph_bw": {...},
+                                    ("features_fw", "features_bw": coupled
+                                     configs only)},
+                         "batch_stats": {"graph_fw": {...}, "graph_bw": {...}}
+                                        (empty without BatchNorm)}
+                        The decoders, and the feature predictors of a
+                        decoupled config, are not exported.
+    tokenizer.model     the SentencePiece model (only if one was exported)
+
+``content_sha256`` is the sha256 of three parts, each preceded by its length
+as 8 big-endian bytes: the params.msgpack bytes, the tokenizer.model bytes
+(empty when there is none), and the canonical config JSON
+(``json.dumps(config.to_dict(), sort_keys=True, separators=(",", ":"))``).
+
+Graphs are [batch, 2L, K, T, T], float32, indexed [.., target, source]: the L
+forward layers (strictly lower-triangular), then the L backward layers mapped
+back to the original positions (strictly upper-triangular). Padding neither
+sends nor receives weight.
+
+The export is written to a temporary sibling directory and renamed into
+place, so a reader never sees half an export; an existing export is replaced
+only with ``overwrite=True``. In a multi-host run every process must call
+`export_graph_predictor` (sharded arrays are gathered collectively); only
+process 0 writes.
+"""
+from __future__ import annotations
+
+import datetime
+import functools
+import hashlib
+import json
+import os
+import shutil
+import struct
+import uuid
+from typing import Any, Mapping, Sequence
+
+import flax
+import flax.serialization
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+import glomo_jax
+from glomo_jax.config import ModelConfig
+from glomo_jax.data.tokenizer import Tokenizer
+from glomo_jax.models.glomo import GLoMo
+
+FORMAT_VERSION = 1
+KIND = "glomo_graph_predictor"
+MANIFEST_FILENAME = "glomo_export.json"
+PARAMS_FILENAME = "params.msgpack"
+TOKENIZER_FILENAME = "tokenizer.model"
+COLLECTIONS = ("params", "batch_stats")
+GRAPH_LAYOUT = ("[batch, 2L, K, T_target, T_source] float32: L forward layers "
+                "(strictly lower-triangular), then L backward layers mapped back "
+                "to the original positions (strictly upper-triangular)")
+
+
+# ---- the parameter subset -----------------------------------------------------
+@functools.lru_cache(maxsize=32)
+def _expected_leaves(config: ModelConfig) -> dict[str, jax.ShapeDtypeStruct]:
+  """{'collection/path/to/leaf': ShapeDtypeStruct} of what `GLoMo.graphs` reads.
+
+  Initialising through `GLoMo.graphs` creates exactly the parameters and
+  BatchNorm statistics that method uses (abstractly: nothing is allocated).
+  """
+  def init():
+    return GLoMo(config).init(jax.random.PRNGKey(0), jnp.zeros((1, 1), jnp.int32),
+                              method=GLoMo.graphs)
+  return _flatten(jax.eval_shape(init))
+
+
+def _flatten(tree: Mapping, prefix: str = "") -> dict[str, Any]:
+  """Nested mappings -> {'a/b/c': leaf}; empty mappings vanish."""
+  out = {}
+  for key, value in tree.items():
+    path = f"{prefix}{key}"
+    if isinstance(value, Mapping):
+      out.update(_flatten(value, path + "/"))
+    else:
+      out[path] = value
+  return out
+
+
+def _unflatten(flat: Mapping[str, Any]) -> dict:
+  """{'a/b/c': leaf} -> nested dicts, always with both collections."""
+  tree: dict = {name: {} for name in COLLECTIONS}
+  for path, value in flat.items():
+    node = tree
+    *parents, last = path.split("/")
+    for key in parents:
+      node = node.setdefault(key, {})
+    node[last] = value
+  return tree
+
+
+def _check_tree(config: ModelConfig, flat: Mapping[str, Any], where: str,
+                allow_extra: bool) -> None:
+  """Raises ValueError naming every missing, unexpected or misshaped leaf."""
+  expected = _expected_leaves(config)
+  missing = sorted(set(expected) - set(flat))
+  extra = [] if allow_extra else sorted(set(flat) - set(expected))
+  shapes = [f"{path}: {where} has shape {tuple(np.shape(flat[path]))} but the "
+            f"config expects {tuple(spec.shape)}"
+            for path, spec in sorted(expected.items())
+            if path in flat and tuple(np.shape(flat[path])) != tuple(spec.shape)]
+  problems = []
+  if missing:
+    problems.append(f"missing from {where}: {_listing(missing)}")
+  if extra:
+    problems.append(f"not expected by the config, in {where}: {_listing(extra)}")
+  if shapes:
+    problems.append("shape mismatch: " + "; ".join(shapes[:8])
+                    + (f" (+{len(shapes) - 8} more)" if len(shapes) > 8 else ""))
+  if problems:
+    raise ValueError(f"the parameter tree of {where} does not match the "
+                     f"ModelConfig: " + " | ".join(problems))
+
+
+def _listing(paths: Sequence[str], limit: int = 8) -> str:
+  shown = ", ".join(paths[:limit])
+  return shown + (f" (+{len(paths) - limit} more)" if len(paths) > limit else "")
+
+
+def graph_predictor_variables(config: ModelConfig, variables: Mapping) -> dict:
+  """The variables `GLoMo.graphs` needs, taken from a full GLoMo variables dict.
+
+  Args:
+    config: the model's ModelConfig.
+    variables: {'params': {...}, 'batch_stats': {...}} of the whole model (or
+      already the subset); dicts or FrozenDicts, any array type.
+
+  Returns:
+    {'params': {embedding, graph_fw, graph_bw (+ features_fw, features_bw if
+    config is coupled)}, 'batch_stats': {graph_fw, graph_bw} or {}}: plain
+    nested dicts holding the same leaf objects (nothing is copied). Decoders,
+    and the feature predictors of a decoupled config, are left out.
+
+  Raises:
+    ValueError: a needed leaf is missing or has a shape the config does not
+      give (the message names the path and both shapes).
+  """
+  if not isinstance(variables, Mapping):
+    raise TypeError("variables must be a mapping {'params': ..., 'batch_stats': ...}, "
+                    f"got {type(variables).__name__}")
+  flat = _flatten({k: variables[k] for k in COLLECTIONS if k in variables})
+  _check_tree(config, flat, "the variables", allow_extra=True)
+  return _unflatten({path: flat[path] for path in _expected_leaves(config)})
+
+
+def _to_host(leaf) -> np.ndarray:
+  """A (possibly sharded, possibly multi-host) array as one numpy array."""
+  if isinstance(leaf, jax.Array) and not leaf.is_fully_addressable:
+    from jax.experimental import multihost_utils  # pylint: disable=g-import-not-at-top
+    leaf = multihost_utils.process_allgather(leaf, tiled=True)
+  return np.asarray(jax.device_get(leaf))
+
+
+# ---- hashing and the manifest ---------------------------------------------------
+def _canonical_config_json(config: ModelConfig) -> bytes:
+  return json.dumps(config.to_dict(), sort_keys=True,
+                    separators=(",", ":")).encode("utf-8")
+
+
+def _content_sha256(params_bytes: bytes, tokenizer_bytes: bytes | None,
+                    config: ModelConfig) -> str:
+  digest = hashlib.sha256()
+  for part in (params_bytes, tokenizer_bytes or b"", _canonical_config_json(config)):
+    digest.update(struct.pack(">Q", len(part)))
+    digest.update(part)
+  return digest.hexdigest()
+
+
+def _file_entry(data: bytes) -> dict:
+  return {"sha256": hashlib.sha256(data).hexdigest(), "bytes": len(data)}
+
+
+def _json_default(value):
+  """Numpy / JAX scalars in user metadata become Python numbers."""
+  if hasattr(value, "item") and np.ndim(value) == 0:
+    return value.item()
+  if isinstance(value, (np.ndarray, jax.Array)):
+    return np.asarray(value).tolist()
+  raise TypeError(f"metadata value {value!r} ({type(value).__name__}) is not JSON "
+                  "serialisable")
+
+
+# ---- writing ------------------------------------------------------------------------
+def export_graph_predictor(directory: str, config: ModelConfig, variables: Mapping,
+                           tokenizer: Tokenizer | None = None,
+                           metadata: Mapping[str, Any] | None = None, *,
+                           overwrite: bool = False) -> str:
+  """Writes the frozen graph predictor to `directory` (layout: module docstring).
+
+  Args:
+    directory: the export directory to create (its parent is created too).
+    config: the model's ModelConfig.
+    variables: the whole model's (or just the graph predictor's) variables:
+      {'params', 'batch_stats'}; leaves may be sharded jax arrays.
+    tokenizer: optional; its model file and fingerprint are stored. Its
+      vocab_size must not exceed config.vocab_size.
+    metadata: optional JSON-serialisable mapping (e.g. {'step': 1000}).
+    overwrite: replace an existing export at `directory`.
+
+  Returns:
+    the absolute path of the export.
+
+  Raises:
+    FileExistsError: `directory` exists (and overwrite is False, or it is not a
+      glomo export, which is never deleted).
+    ValueError: variables do not match the config; tokenizer larger than the
+      model's vocabulary; metadata not JSON-serialisable.
+  """
+  if not isinstance(config, ModelConfig):
+    raise TypeError(f"config must be a ModelConfig, got {type(config).__name__}")
+  final = os.path.abspath(os.fspath(directory))
+  subset = graph_predictor_variables(config, variables)
+  host = jax.tree_util.tree_map(_to_host, subset)  # collective in multi-host runs
+  if tokenizer is not None and tokenizer.vocab_size > config.vocab_size:
+    raise ValueError(
+        f"vocabulary mismatch: the tokenizer has {tokenizer.vocab_size} ids but "
+        f"the model's embedding only {config.vocab_size} rows")
+  try:
+    metadata_json = json.loads(json.dumps(dict(metadata or {}), default=_json_default))
+  except (TypeError, ValueError) as e:
+    raise ValueError(f"export metadata must be JSON-serialisable: {e}") from None
+  if jax.process_index() != 0:
+    return final
+  _check_destination(final, overwrite)
+
+  params_bytes = flax.serialization.msgpack_serialize(host)
+  tokenizer_bytes = tokenizer.serialized() if tokenizer is not None else None
+  files = {PARAMS_FILENAME: _file_entry(params_bytes)}
+  if tokenizer_bytes is not None:
+    files[TOKENIZER_FILENAME] = _file_entry(tokenizer_bytes)
+  manifest = {
+      "format_version": FORMAT_VERSION,
+      "kind": KIND,
+      "model_config": config.to_dict(),
+      "tokenizer_fingerprint": tokenizer.fingerprint if tokenizer is not None else None,
+      "tokenizer_vocab_size": tokenizer.vocab_size if tokenizer is not None else None,
+      "params": [{"path": path, "shape": list(leaf.shape), "dtype": str(leaf.dtype)}
+                 for path, leaf in sorted(_flatten(host).items())],
+      "files": files,
+      "content_sha256": _content_sha256(params_bytes, tokenizer_bytes, config),
+      "metadata": metadata_json,
+      "graph_layout": GRAPH_LAYOUT,
+      "library": {"glomo_jax": glomo_jax.__version__, "jax": jax.__version__,
+                  "flax": flax.__version__},
+      "created": datetime.datetime.now(datetime.timezone.utc).isoformat(
+          timespec="seconds"),
+  }
+  contents = {PARAMS_FILENAME: params_bytes,
+              MANIFEST_FILENAME: (json.dumps(manifest, indent=2, sort_keys=True)
+                                  + "\n").encode("utf-8")}
+  if tokenizer_bytes is not None:
+    contents[TOKENIZER_FILENAME] = tokenizer_bytes
+  _write_directory(final, contents, overwrite)
+  return final
+
+
+def _is_export(path: str) -> bool:
+  return os.path.isfile(os.path.join(path, MANIFEST_FILENAME))
+
+
+def _check_destination(final: str, overwrite: bool) -> None:
+  if not os.path.lexists(final):
+    return
+  if os.path.isdir(final) and not os.path.islink(final) and not os.listdir(final):
+    return  # an empty directory is simply replaced
+  if not _is_export(final) or os.path.islink(final):
+    raise FileExistsError(f"{final} exists and is not a glomo export; refusing to "
+                          "replace it")
+  if not overwrite:
+    raise FileExistsError(f"an export already exists at {final}; pass "
+                          "overwrite=True to replace it")
+
+
+def _write_directory(final: str, contents: Mapping[str, bytes], overwrite: bool) -> None:
+  """Writes `contents` into a temporary sibling directory, then renames it to
+  `final` (replacing an old export, when allowed, only after the new one is
+  complete)."""
+  parent, name = os.path.split(final)
+  os.makedirs(parent, exist_ok=True)
+  tag = uuid.uuid4().hex[:12]
+  tmp = os.path.join(parent, f".{name}.tmp-{tag}")
+  old = os.path.join(parent, f".{name}.old-{tag}")
+  os.mkdir(tmp)
+  try:
+    for filename in sorted(contents, key=lambda f: f == MANIFEST_FILENAME):
+      with open(os.path.join(tmp, filename), "wb") as f:
+        f.write(contents[filename])
+        f.flush()
+        os.fsync(f.fileno())
+    _check_destination(final, overwrite)  # again: it may have appeared meanwhile
+    if os.path.isdir(final) and os.listdir(final):
+      os.rename(final, old)
+      try:
+        os.rename(tmp, final)
+      except OSError:
+        os.rename(old, final)
+        raise
+      shutil.rmtree(old, ignore_errors=True)
+    else:
+      os.rename(tmp, final)  # onto nothing or an empty directory; never a full one
+  except BaseException:
+    shutil.rmtree(tmp, ignore_errors=True)
+    raise
+
+
+# ---- loading ------------------------------------------------------------------------
+def _read_bytes(directory: str, filename: str, what: str) -> bytes:
+  path = os.path.join(directory, filename)
+  if not os.path.isfile(path):
+    raise FileNotFoundError(f"incomplete export: {what} {path} is missing")
+  with open(path, "rb") as f:
+    return f.read()
+
+
+def _read_manifest(directory: str) -> dict:
+  if not os.path.isdir(directory):
+    raise FileNotFoundError(f"no graph predictor export at {directory} (not a "
+                            "directory)")
+  raw = _read_bytes(directory, MANIFEST_FILENAME, "the manifest")
+  path = os.path.join(directory, MANIFEST_FILENAME)
+  try:
+    manifest = json.loads(raw.decode("utf-8"))
+  except (UnicodeDecodeError, json.JSONDecodeError) as e:
+    raise ValueError(f"corrupt export: {path} is not valid JSON ({e})") from None
+  if not isinstance(manifest, dict):
+    raise ValueError(f"corrupt export: {path} does not hold a JSON object")
+  version = manifest.get("format_version")
+  if version != FORMAT_VERSION:
+    raise ValueError(f"{path}: unknown export format_version {version!r}; this "
+                     f"glomo_jax reads version {FORMAT_VERSION}")
+  for key, kind in (("model_config", dict), ("files", dict), ("content_sha256", str),
+                    ("params", list)):
+    if not isinstance(manifest.get(key), kind):
+      raise ValueError(f"corrupt export: {path} lacks the {kind.__name__} {key!r}")
+  return manifest
+
+
+def _verify_file(directory: str, manifest: dict, filename: str, data: bytes) -> None:
+  entry = manifest["files"].get(filename)
+  if not isinstance(entry, dict) or "sha256" not in entry:
+    raise ValueError(f"corrupt export: {MANIFEST_FILENAME} in {directory} records "
+                     f"no hash for {filename}")
+  actual = hashlib.sha256(data).hexdigest()
+  if actual != entry["sha256"]:
+    raise ValueError(f"corrupt export: {os.path.join(directory, filename)} sha256 "
+                     f"hash differs from the manifest's ({actual[:16]}… != "
+                     f"{entry['sha256'][:16]}…)")
+
+
+def load_graph_predictor(directory: str,
+                         tokenizer: Tokenizer | None = None) -> "ExportedGraphPredictor":
+  """Loads an export written by `export_graph_predictor`; needs no trainer.
+
+  Args:
+    directory: the export directory.
+    tokenizer: optional tokenizer to pair with the predictor instead of the
+      exported one. If the export recorded a tokenizer, the two must have the
+      same fingerprint; otherwise its vocab_size must fit the model's.
+
+  Returns:
+    an `ExportedGraphPredictor` whose variables live on the default device.
+
+  Raises:
+    FileNotFoundError: directory, manifest or params file missing.
+    ValueError: unparseable manifest, unknown format version, hash mismatch
+      ("corrupt export"), param tree not matching the config (names the path
+      and both shapes), or a tokenizer of another vocabulary ("vocabulary
+      mismatch").
+  """
+  directory = os.path.abspath(os.fspath(directory))
+  manifest = _read_manifest(directory)
+  manifest_path = os.path.join(directory, MANIFEST_FILENAME)
+  try:
+    config = ModelConfig.from_dict(manifest["model_config"])
+  except (TypeError, ValueError) as e:
+    raise ValueError(f"{manifest_path}: invalid model_config: {e}") from None
+
+  params_bytes = _read_bytes(directory, PARAMS_FILENAME, "the parameter file")
+  _verify_file(directory, manifest, PARAMS_FILENAME, params_bytes)
+  tokenizer_bytes = None
+  if TOKENIZER_FILENAME in manifest["files"]:
+    tokenizer_bytes = _read_bytes(directory, TOKENIZER_FILENAME, "the tokenizer")
+    _verify_file(directory, manifest, TOKENIZER_FILENAME, tokenizer_bytes)
+  if _content_sha256(params_bytes, tokenizer_bytes, config) != manifest["content_sha256"]:
+    raise ValueError(f"corrupt export: the content sha256 hash of {directory} "
+                     "(params, tokenizer and model_config) differs from the "
+                     "manifest's")
+
+  params_path = os.path.join(directory, PARAMS_FILENAME)
+  try:
+    restored = flax.serialization.msgpack_restore(params_bytes)
+  except Exception as e:  # pylint: disable=broad-except
+    raise ValueError(f"corrupt export: cannot decode {params_path}: {e}") from None
+  if not isinstance(restored, dict) or not set(restored) <= set(COLLECTIONS):
+    raise ValueError(f"corrupt export: {params_path} must hold a dict with keys "
+                     f"{list(COLLECTIONS)}")
+  flat = _flatten(restored)
+  try:
+    listed = {entry["path"]: tuple(entry["shape"]) for entry in manifest["params"]}
+  except (KeyError, TypeError):
+    listed = None
+  if listed != {path: tuple(np.shape(leaf)) for path, leaf in flat.items()}:
+    raise ValueError(f"corrupt export: {params_path} does not hold the parameters "
+                     f"listed in {manifest_path}")
+  _check_tree(config, flat, params_path, allow_extra=False)
+  expected = _expected_leaves(config)
+  variables = _unflatten({path: jnp.asarray(leaf, dtype=expected[path].dtype)
+                          for path, leaf in flat.items()})
+
+  recorded = manifest.get("tokenizer_fingerprint")
+  recorded_size = manifest.get("tokenizer_vocab_size")
+  if tokenizer is not None:
+    if recorded is not None and tokenizer.fingerprint != recorded:
+      raise ValueError(
+          f"vocabulary mismatch: the export at {directory} was made with the "
+          f"tokenizer {recorded} ({recorded_size} ids), but the tokenizer passed "
+          f"is {tokenizer.fingerprint} ({tokenizer.vocab_size} ids)")
+  elif tokenizer_bytes is not None:
+    tokenizer = Tokenizer(tokenizer_bytes)
+  if tokenizer is not None and tokenizer.vocab_size > config.vocab_size:
+    raise ValueError(
+        f"vocabulary mismatch: the tokenizer ({tokenizer.fingerprint}) has "
+        f"{tokenizer.vocab_size} ids but the predictor's vocabulary is "
+        f"{config.vocab_size}")
+  return ExportedGraphPredictor(config, variables, tokenizer,
+                                metadata=manifest.get("metadata") or {},
+                                manifest=manifest, directory=directory)
+
+
+# ---- the loaded predictor -------------------------------------------------------------
+@functools.partial(jax.jit, static_argnums=0)
+def _predict(config: ModelConfig, variables, tokens, mask):
+  graphs = GLoMo(config).apply(variables, tokens, mask, method=GLoMo.graphs)
+  return graphs.astype(jnp.float32)
+
+
+class ExportedGraphPredictor:
+  """A loaded graph predictor: config, variables, tokenizer and pure functions.
+
+  Attributes:
+    config: the ModelConfig.
+    variables: {'params', 'batch_stats'} of jnp arrays (graph predictor only).
+    tokenizer: the exported Tokenizer, the one passed to the loader, or None.
+    metadata: the metadata stored at export time (e.g. {'step': ...}).
+    manifest: the whole parsed glomo_export.json.
+    directory: where it was loaded from.
+    module: `GLoMo(config)`; ``module.apply(variables, tokens, mask,
+      method=GLoMo.graphs)`` is what `predict` jits.
+  """
+
+  def __init__(self, config: ModelConfig, variables: Mapping,
+               tokenizer: Tokenizer | None = None, *, metadata: Mapping | None = None,
+               manifest: Mapping | None = None, directory: str | None = None):
+    self.config = config
+    self.variables = variables
+    self.tokenizer = tokenizer
+    self.metadata = dict(metadata or {})
+    self.manifest = dict(manifest or {})
+    self.directory = directory
+    self.module = GLoMo(config)
+
+  def __repr__(self):
+    c = self.config
+    return (f"ExportedGraphPredictor(layers=2x{c.num_graph_layers}, "
+            f"heads={c.num_heads}, vocab={c.vocab_size}, tokenizer={self.tokenizer!r}, "
+            f"directory={self.directory!r})")
+
+  def _check_tokens(self, tokens, mask):
+    """Host-side checks of concrete inputs (skipped under a jax transform)."""
+    if isinstance(tokens, jax.core.Tracer) or not getattr(
+        tokens, "is_fully_addressable", True):
+      return
+    ids = np.asarray(tokens)
+    if ids.ndim != 2:
+      raise ValueError(f"tokens must be [batch, T] ids, got shape {ids.shape}")
+    if not np.issubdtype(ids.dtype, np.integer):
+      raise ValueError(f"tokens must be integer ids, got dtype {ids.dtype}")
+    if mask is not None and np.shape(mask) != ids.shape:
+      raise ValueError(f"mask {np.shape(mask)} must have the shape of tokens "
+                       f"{ids.shape}")
+    if ids.size:
+      vocab = self.config.vocab_size
+      high, low = int(ids.max()), int(ids.min())
+      if high >= vocab:
+        raise ValueError(f"vocabulary mismatch: id {high} >= predictor vocabulary "
+                         f"{vocab}")
+      if low < 0:
+        raise ValueError(f"invalid token id {low}: ids must be in [0, {vocab})")
+
+  def predict(self, variables: Mapping, tokens, mask=None) -> jax.Array:
+    """Graphs of a batch: a pure function of (variables, tokens, mask), jitted
+    with the config static; usable inside the caller's own jit / vmap.
+
+    Args:
+      variables: {'params', 'batch_stats'}, e.g. `self.variables`.
+      tokens: int [batch, T]; ids in [0, config.vocab_size) (checked on the
+        host when concrete).
+      mask: optional [batch, T], 1 = real token.
+
+    Returns:
+      float32 [batch, 2L, K, T, T] (layout: module docstring).
+    """
+    self._check_tokens(tokens, mask)
+    return _predict(self.config, variables, tokens, mask)
+
+  def __call__(self, tokens, mask=None) -> jax.Array:
+    """`predict` with this predictor's own variables."""
+    return self.predict(self.variables, tokens, mask)
+
+  def encode(self, texts: str | Sequence[str], max_length: int | None = None
+             ) -> tuple[np.ndarray, np.ndarray, list[list[str]]]:
+    """Tokenizes and pads a batch of texts.
+
+    Args:
+      texts: one text or a list of texts.
+      max_length: cut each text to this many tokens; T is the longest text's
+        length otherwise (at least 1).
+
+    Returns:
+      tokens: int32 [batch, T], padded with tokenizer.pad_id;
+      mask: bool [batch, T], True for real tokens;
+      pieces: per text, the pieces of its real tokens (len = its length).
+    """
+    if self.tokenizer is None:
+      raise ValueError("this export has no tokenizer: pass one to "
+                       "load_graph_predictor(directory, tokenizer=...)")
+    if isinstance(texts, str):
+      texts = [texts]
+    texts = list(texts)
+    if not texts:
+      raise ValueError("encode needs at least one text")
+    if max_length is not None and max_length < 1:
+      raise ValueError(f"max_length must be >= 1, got {max_length}")
+    ids = [list(row)[:max_length] for row in self.tokenizer.encode_batch(texts)]
+    length = max_length if max_length is not None else max(1, max(map(len, ids)))
+    tokens = np.full((len(ids), length), self.tokenizer.pad_id, np.int32)
+    mask = np.zeros((len(ids), length), bool)
+    for b, row in enumerate(ids):
+      tokens[b, :len(row)] = row
+      mask[b, :len(row)] = True
+    pieces = [[self.tokenizer.id_to_piece(i) for i in row] for row in ids]
+    return tokens, mask, pieces
+
+  def graphs_from_text(self, texts: str | Sequence[str], max_length: int | None = None
+                       ) -> tuple[np.ndarray, np.ndarray, np.ndarray, list[list[str]]]:
+    """(graphs float32 numpy [batch, 2L, K, T, T], tokens, mask, pieces) of
+    texts (see `encode`); rows and columns of padding are zero."""
+    tokens, mask, pieces = self.encode(texts, max_length)
+    graphs = np.asarray(jax.device_get(self(tokens, mask)))
+    return graphs, tokens, mask, pieces
