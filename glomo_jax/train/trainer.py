@@ -168,6 +168,11 @@ def train_and_evaluate(config: TrainConfig, workdir: str) -> dict[str, Any]:
     state, extra, step = restored
     data.train.restore(extra["data"])
     logger.info("resumed from the checkpoint at step %d", step)
+  elif ckpt.steps():
+    raise RuntimeError(
+        f"{ckpt.directory} holds checkpoints {ckpt.steps()} but none could be restored "
+        "(see the warnings above). If the model or optimiser config changed, use a new "
+        "--workdir; nothing was overwritten.")
   else:
     state = jax.jit(init, out_shardings=state_sh)(rng)
     extra = {}

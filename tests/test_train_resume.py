@@ -1,0 +1,115 @@
+"""Exact resume after a hard kill, corrupt checkpoints, non-finite losses."""
+import logging
+import os
+import random
+import signal
+import subprocess
+import sys
+import time
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import orbax.checkpoint as ocp
+import pytest
+
+from glomo_jax.train import Checkpointer, NonFiniteLossError, TrainConfig, train_and_evaluate
+
+REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+STEPS = 8
+
+
+def pretrain_cmd(workdir, *extra):
+  return [sys.executable, "-m", "experiments.pretrain",
+          "--config=experiments/configs/demo.py:tiny", f"--workdir={workdir}",
+          f"--config.num_steps={STEPS}", "--config.checkpoint_every=1",
+          "--config.eval_every=4", "--config.log_every=1", "--config.export=False", *extra]
+
+
+def final_state(workdir):
+  return ocp.StandardCheckpointer().restore(
+      os.path.join(workdir, "checkpoints", str(STEPS), "state"))
+
+
+def run(cmd, **kw):
+  return subprocess.run(cmd, cwd=REPO, capture_output=True, text=True, timeout=600, **kw)
+
+
+def test_sigkill_at_a_random_moment_then_resume_gives_identical_params(tmp_path):
+  straight, killed = str(tmp_path / "straight"), str(tmp_path / "killed")
+  out = run(pretrain_cmd(straight))
+  assert out.returncode == 0, out.stderr[-3000:]
+
+  proc = subprocess.Popen(pretrain_cmd(killed), cwd=REPO, stdout=subprocess.DEVNULL,
+                          stderr=subprocess.DEVNULL)
+  target = random.Random().randint(2, STEPS - 2)
+  ckpts = os.path.join(killed, "checkpoints")
+  deadline = time.time() + 300
+  while time.time() < deadline and proc.poll() is None:
+    done = [int(d) for d in os.listdir(ckpts) if d.isdigit()] if os.path.isdir(ckpts) else []
+    if done and max(done) >= target:
+      break
+    time.sleep(0.05)
+  time.sleep(random.random() * 0.3)
+  proc.send_signal(signal.SIGKILL)
+  proc.wait()
+  assert proc.returncode == -signal.SIGKILL, "the run finished before it could be killed"
+  out = run(pretrain_cmd(killed))
+  assert out.returncode == 0, out.stderr[-3000:]
+  assert "resumed from the checkpoint at step" in out.stderr
+
+  a, b = final_state(straight), final_state(killed)
+  assert int(a["step"]) == int(b["step"]) == STEPS
+  for (path, x), y in zip(jax.tree_util.tree_leaves_with_path(a),
+                          jax.tree_util.tree_leaves(b)):
+    np.testing.assert_array_equal(np.asarray(x), np.asarray(y),
+                                  err_msg=jax.tree_util.keystr(path))
+  assert os.listdir(os.path.join(killed, "tensorboard"))
+
+
+def test_corrupt_newest_checkpoint_is_skipped_with_a_warning(tmp_path, caplog):
+  ckpt = Checkpointer(str(tmp_path), keep=5, save_every=1, async_save=False)
+  state = {"w": jnp.arange(4.0), "step": jnp.int32(0)}
+  for step in (1, 2):
+    ckpt.save(step, {"w": state["w"] * step, "step": jnp.int32(step)}, {"data": step})
+  ckpt.wait()
+  # corrupt every file of the newest step's state
+  for root, _, files in os.walk(tmp_path / "2" / "state"):
+    for name in files:
+      with open(os.path.join(root, name), "wb") as f:
+        f.write(b"\x00garbage")
+  os.makedirs(tmp_path / "3.orbax-checkpoint-tmp-123")        # a half-written save
+  abstract = jax.tree_util.tree_map(lambda x: jax.ShapeDtypeStruct(x.shape, x.dtype), state)
+  fresh = Checkpointer(str(tmp_path), keep=5, save_every=1, async_save=False)
+  with caplog.at_level(logging.WARNING):
+    restored, extra, step = fresh.restore_latest(abstract)
+  assert step == 1 and extra == {"data": 1}
+  np.testing.assert_array_equal(restored["w"], np.arange(4.0))
+  assert "step 2" in caplog.text and "previous" in caplog.text
+  fresh.close()
+  ckpt.close()
+
+
+def test_non_finite_loss_stops_the_run_and_keeps_the_last_good_checkpoint(tmp_path):
+  sys.path.insert(0, REPO)
+  from experiments.configs import demo  # noqa: PLC0415
+  cfg = demo.get_config("tiny")
+  cfg.num_steps, cfg.checkpoint_every, cfg.eval_every, cfg.export = 2, 1, 100, False
+  cfg.log_every = 1
+  train_and_evaluate(TrainConfig.from_dict(cfg.to_dict()), str(tmp_path))
+  cfg.num_steps, cfg.learning_rate = 4, float("inf")
+  with pytest.raises(NonFiniteLossError, match=r"step 3.*last good checkpoint is step 2"):
+    train_and_evaluate(TrainConfig.from_dict(cfg.to_dict()), str(tmp_path))
+  assert sorted(int(d) for d in os.listdir(tmp_path / "checkpoints") if d.isdigit()) == [1, 2]
+
+
+def test_checkpoints_that_no_longer_fit_the_config_are_an_error_not_a_restart(tmp_path):
+  sys.path.insert(0, REPO)
+  from experiments.configs import demo  # noqa: PLC0415
+  cfg = demo.get_config("tiny")
+  cfg.num_steps, cfg.checkpoint_every, cfg.eval_every, cfg.export = 1, 1, 100, False
+  train_and_evaluate(TrainConfig.from_dict(cfg.to_dict()), str(tmp_path))
+  cfg.model.dim, cfg.model.head_dim = 24, 6
+  with pytest.raises(RuntimeError, match="none could be restored"):
+    train_and_evaluate(TrainConfig.from_dict(cfg.to_dict()), str(tmp_path))
+  assert os.listdir(tmp_path / "checkpoints") == ["1"]
