@@ -1,25 +1,32 @@
-# glomo_jax developer commands. `make test` is README's second command and CI's.
+# glomo_jax developer commands. `make demo` and `make test` are README's two
+# commands; `make test` is what CI runs (.ci/run).
 PY ?= python3
 VENV ?= .venv
 BIN := $(VENV)/bin
-export XLA_FLAGS ?= --xla_force_host_platform_device_count=8
-export JAX_PLATFORMS ?= cpu
 
-.PHONY: install test demo bench equivalence clean
+.PHONY: install install-test test demo equivalence clean
 
 $(BIN)/python:
 	$(PY) -m venv $(VENV)
 	$(BIN)/pip install -q --upgrade pip
 
 install: $(BIN)/python
+	$(BIN)/pip install -q -e .
+
+install-test: $(BIN)/python
 	$(BIN)/pip install -q -e '.[test]'
 
-test: install
-	$(BIN)/python -m pytest -q -n 2 tests
+# 8 fake CPU devices for the sharding tests; 2 workers (CI has 2 cores).
+test: install-test
+	JAX_PLATFORMS=cpu XLA_FLAGS=--xla_force_host_platform_device_count=8 \
+	  $(BIN)/python -m pytest -q -n 2 tests
 
-equivalence: install
+demo: install
+	$(BIN)/python -m experiments.demo --workdir=runs/demo
+
+equivalence: install-test
 	$(BIN)/pip install -q 'torch==2.13.0'
-	$(BIN)/python benchmarks/torch_equivalence.py
+	JAX_PLATFORMS=cpu $(BIN)/python benchmarks/torch_equivalence.py
 
 clean:
 	rm -rf $(VENV) build *.egg-info

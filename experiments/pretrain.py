@@ -9,11 +9,12 @@ checkpoint. SIGTERM saves a checkpoint and stops (preemption).
 from __future__ import annotations
 
 import json
-import logging as std_logging
 import os
 
 from absl import app, flags, logging
 from ml_collections import config_flags
+
+from experiments.console import quiet_libraries
 
 _CONFIG = config_flags.DEFINE_config_file("config", None, "Training config file.",
                                           lock_config=True)
@@ -28,17 +29,9 @@ _PROCESS_ID = flags.DEFINE_integer("process_id", None, "This process's index.")
 flags.mark_flags_as_required(["config", "workdir"])
 
 
-class _QuietLibraries(std_logging.Filter):
-  """Keeps orbax's per-save INFO chatter out of the console (warnings stay)."""
-
-  def filter(self, record):
-    return record.levelno >= std_logging.WARNING or "/orbax/" not in record.pathname
-
-
 def main(argv):
   del argv
-  for handler in std_logging.getLogger().handlers + std_logging.getLogger("absl").handlers:
-    handler.addFilter(_QuietLibraries())
+  quiet_libraries()
   import jax  # noqa: PLC0415 (after flags: platform settings come from the environment)
   if _DISTRIBUTED.value:
     jax.distributed.initialize(_COORDINATOR.value, _NUM_PROCESSES.value, _PROCESS_ID.value)

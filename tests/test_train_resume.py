@@ -19,11 +19,11 @@ REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 STEPS = 8
 
 
-def pretrain_cmd(workdir, *extra):
+def pretrain_cmd(workdir, export=False):
   return [sys.executable, "-m", "experiments.pretrain",
           "--config=experiments/configs/demo.py:tiny", f"--workdir={workdir}",
           f"--config.num_steps={STEPS}", "--config.checkpoint_every=1",
-          "--config.eval_every=4", "--config.log_every=1", "--config.export=False", *extra]
+          "--config.eval_every=4", "--config.log_every=1", f"--config.export={export}"]
 
 
 def final_state(workdir):
@@ -37,7 +37,7 @@ def run(cmd, **kw):
 
 def test_sigkill_at_a_random_moment_then_resume_gives_identical_params(tmp_path):
   straight, killed = str(tmp_path / "straight"), str(tmp_path / "killed")
-  out = run(pretrain_cmd(straight))
+  out = run(pretrain_cmd(straight, export=True))
   assert out.returncode == 0, out.stderr[-3000:]
 
   proc = subprocess.Popen(pretrain_cmd(killed), cwd=REPO, stdout=subprocess.DEVNULL,
@@ -65,6 +65,30 @@ def test_sigkill_at_a_random_moment_then_resume_gives_identical_params(tmp_path)
     np.testing.assert_array_equal(np.asarray(x), np.asarray(y),
                                   err_msg=jax.tree_util.keystr(path))
   assert os.listdir(os.path.join(killed, "tensorboard"))
+  export_matches_the_trained_model(straight, a)
+
+
+def export_matches_the_trained_model(workdir, state):
+  """The export, loaded in a fresh process, gives the trained model's graphs."""
+  from glomo_jax import GLoMo, ModelConfig  # noqa: PLC0415
+  from glomo_jax.export import load_graph_predictor  # noqa: PLC0415
+  tokens = np.array([[5, 9, 30, 7, 12, 40, 41, 3, 8, 9], [11, 12, 13, 14, 15, 16, 0, 0, 0, 0]],
+                    np.int32)
+  mask = tokens > 0
+  np.savez(os.path.join(workdir, "probe.npz"), tokens=tokens, mask=mask)
+  script = ("import sys, numpy as np; from glomo_jax.export import load_graph_predictor; "
+            "d = np.load(sys.argv[2]); p = load_graph_predictor(sys.argv[1]); "
+            "np.save(sys.argv[3], np.asarray(p(d['tokens'], d['mask'])))")
+  out = run([sys.executable, "-c", script, os.path.join(workdir, "export"),
+             os.path.join(workdir, "probe.npz"), os.path.join(workdir, "graphs.npy")],
+            env={**os.environ, "PYTHONPATH": REPO})
+  assert out.returncode == 0, out.stderr[-3000:]
+  fresh = np.load(os.path.join(workdir, "graphs.npy"))
+  config = load_graph_predictor(os.path.join(workdir, "export")).config
+  variables = {"params": state["params"], "batch_stats": state["batch_stats"]}
+  ref = np.asarray(GLoMo(config).apply(variables, tokens, mask, method=GLoMo.graphs))
+  assert ref.shape == fresh.shape and ref.any()
+  np.testing.assert_array_equal(fresh, ref)
 
 
 def test_corrupt_newest_checkpoint_is_skipped_with_a_warning(tmp_path, caplog):
@@ -113,3 +137,25 @@ def test_checkpoints_that_no_longer_fit_the_config_are_an_error_not_a_restart(tm
   with pytest.raises(RuntimeError, match="none could be restored"):
     train_and_evaluate(TrainConfig.from_dict(cfg.to_dict()), str(tmp_path))
   assert os.listdir(tmp_path / "checkpoints") == ["1"]
+
+
+def test_sigterm_saves_a_checkpoint_and_the_next_run_resumes(tmp_path):
+  workdir = str(tmp_path)
+  cmd = pretrain_cmd(workdir) + ["--config.checkpoint_every=1000", "--config.num_steps=400",
+                                 "--config.eval_every=1000", "--config.log_every=50"]
+  proc = subprocess.Popen(cmd, cwd=REPO, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
+                          text=True)
+  tb = os.path.join(workdir, "tensorboard")
+  deadline = time.time() + 300
+  while time.time() < deadline and not (os.path.isdir(tb) and os.listdir(tb)):
+    time.sleep(0.1)
+  time.sleep(3.0)                                   # well inside the 400 steps
+  proc.send_signal(signal.SIGTERM)
+  _, err = proc.communicate(timeout=300)
+  assert proc.returncode == 0, err[-3000:]
+  assert "SIGTERM" in err
+  saved = [int(d) for d in os.listdir(os.path.join(workdir, "checkpoints")) if d.isdigit()]
+  assert len(saved) == 1 and 0 < saved[0] < 400      # saved off the 1000-step interval
+  out = run(cmd[:-2] + ["--config.num_steps=%d" % (saved[0] + 2), "--config.log_every=1"])
+  assert out.returncode == 0, out.stderr[-3000:]
+  assert f"resumed from the checkpoint at step {saved[0]}" in out.stderr

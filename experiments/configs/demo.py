@@ -6,7 +6,10 @@ report how much of the learned graphs' weight falls on them.
 
   python -m experiments.pretrain --config=experiments/configs/demo.py --workdir=/tmp/glomo_demo
 
-A few minutes on 2 CPU cores. `:tiny` gives a seconds-long smoke run.
+About 4 minutes on 2 CPU cores (2000 steps of 16 windows × 64 tokens; 2026-11-22:
+eval loss 3.11, the best head's weight on the true source from the row that
+predicts the dependent word 0.237 against 0.053 untrained and 0.053 chance).
+`:tiny` gives a seconds-long smoke run.
 """
 from glomo_jax import ModelConfig
 from experiments.configs.common import base_config
@@ -17,10 +20,10 @@ def get_config(arg: str = ""):
                       key_layers=2, query_layers=2, kernel_size=3, context_length=3,
                       decoder_layers=1, sample_positions=0, loss_chunk_size=2048)
   config = base_config(
-      model, {"source": "synthetic", "synthetic": {"num_documents": 600, "seed": 0}},
+      model, {"source": "synthetic", "synthetic": {"num_documents": 3000, "seed": 0}},
       batch_size=16, bptt=64, shift=32, optimizer="adam", learning_rate=3e-3,
-      clip_norm=1.0, num_steps=600, log_every=25, eval_every=150, eval_batches=8,
-      checkpoint_every=150, heldout_fraction=0.05, plateau_patience=0)
+      clip_norm=1.0, num_steps=2000, log_every=100, eval_every=500, eval_batches=8,
+      checkpoint_every=500, heldout_fraction=0.05, plateau_patience=0)
   if arg == "tiny":
     config.model.dim = 16
     config.model.head_dim = 8

@@ -1,0 +1,18 @@
+#!/usr/bin/env bash
+# Pretrain on one GPU host (all its GPUs form the data axis of the mesh):
+#   bash launch/gpu_host.sh wiki_cpu runs/wiki --config.corpus.pattern='data/*.jsonl.xz'
+# For several hosts, run on each with --distributed --coordinator_address=HOST:PORT
+# --num_processes=N --process_id=I.
+set -euo pipefail
+CONFIG=${1:?config name}
+WORKDIR=${2:?workdir}
+shift 2
+cd "$(dirname "$0")/.."
+if [ ! -x .venv/bin/python ]; then
+  python3 -m venv .venv
+  .venv/bin/pip install -q --upgrade pip
+  .venv/bin/pip install -q -e '.[tf]' 'jax[cuda12]'
+fi
+export XLA_PYTHON_CLIENT_MEM_FRACTION=${XLA_PYTHON_CLIENT_MEM_FRACTION:-0.9}
+exec .venv/bin/python -m experiments.pretrain --config="experiments/configs/${CONFIG}.py" \
+  --workdir="$WORKDIR" "$@"

@@ -1,0 +1,54 @@
+"""Every experiment config loads, builds a TrainConfig, and rejects typos."""
+import glob
+import importlib
+import os
+import subprocess
+import sys
+
+import pytest
+
+from glomo_jax.train import TrainConfig
+
+REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+CONFIGS = sorted(os.path.basename(p)[:-3] for p in glob.glob(os.path.join(REPO, "experiments",
+                                                                          "configs", "*.py"))
+                 if not os.path.basename(p).startswith(("_", "common")))
+
+
+@pytest.mark.parametrize("name", CONFIGS)
+@pytest.mark.parametrize("arg", ["", "tiny"])
+def test_config_builds_a_train_config(name, arg):
+  sys.path.insert(0, REPO)
+  module = importlib.import_module(f"experiments.configs.{name}")
+  config = TrainConfig.from_dict(module.get_config(arg).to_dict())
+  assert config.model.dim % config.model.num_heads == 0
+  with pytest.raises(ValueError, match="unknown"):
+    module.get_config("nonsense")
+
+
+def test_paper_config_is_the_authors_run():
+  sys.path.insert(0, REPO)
+  from experiments.configs import paper  # noqa: PLC0415
+  from glomo_jax import ModelConfig  # noqa: PLC0415
+  c = TrainConfig.from_dict(paper.get_config().to_dict())
+  assert c.model == ModelConfig.paper(loss_chunk_size=2048)
+  assert (c.batch_size, c.bptt, c.shift, c.optimizer, c.learning_rate, c.momentum,
+          c.clip_norm, c.plateau_patience, c.plateau_factor) == (
+              32, 200, 100, "sgd", 8.0, 0.2, 0.25, 3, 0.5)
+
+
+def test_unknown_fields_are_errors():
+  with pytest.raises(ValueError, match="unknown TrainConfig fields"):
+    TrainConfig.from_dict({"num_stepz": 3})
+  with pytest.raises(ValueError, match="must exceed"):
+    TrainConfig(bptt=3)
+
+
+def test_a_typo_in_a_command_line_override_fails_before_any_work(tmp_path):
+  out = subprocess.run(
+      [sys.executable, "-m", "experiments.pretrain", "--config=experiments/configs/demo.py",
+       f"--workdir={tmp_path}", "--config.num_stepz=5"],
+      cwd=REPO, capture_output=True, text=True, timeout=300)
+  assert out.returncode != 0
+  assert "num_stepz" in out.stderr
+  assert not os.path.exists(tmp_path / "checkpoints")
