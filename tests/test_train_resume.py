@@ -88,7 +88,8 @@ def export_matches_the_trained_model(workdir, state):
   variables = {"params": state["params"], "batch_stats": state["batch_stats"]}
   ref = np.asarray(GLoMo(config).apply(variables, tokens, mask, method=GLoMo.graphs))
   assert ref.shape == fresh.shape and ref.any()
-  np.testing.assert_array_equal(fresh, ref)
+  # same weights; the export's jitted program and this eager apply round differently
+  np.testing.assert_allclose(fresh, ref, rtol=0, atol=1e-5)
 
 
 def test_corrupt_newest_checkpoint_is_skipped_with_a_warning(tmp_path, caplog):
