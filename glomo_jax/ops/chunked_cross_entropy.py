@@ -58,8 +58,12 @@ def _acc_dtype(*arrays):
   return functools.reduce(jnp.promote_types, [a.dtype for a in arrays], jnp.float32)
 
 
-def _chunk_logits(h, table, acc):
-  return jnp.einsum("nd,vd->nv", h, table, preferred_element_type=acc).astype(acc)
+def _chunk_ce(h, y, table, acc):
+  """Logits [n, V], their logsumexp [n] and the cross-entropies [n] of a chunk."""
+  logits = jnp.einsum("nd,vd->nv", h, table, preferred_element_type=acc).astype(acc)
+  lse = jax.nn.logsumexp(logits, axis=-1)
+  ce = lse - jnp.take_along_axis(logits, y[:, None], axis=-1)[:, 0]
+  return logits, lse, ce
 
 
 def _split(x, chunk):
@@ -71,9 +75,7 @@ def _forward_only(chunk, hidden, table, targets, weights):
 
   def body(total, xs):
     h, y, w = xs
-    logits = _chunk_logits(h, table, acc)
-    lse = jax.nn.logsumexp(logits, axis=-1)
-    ce = lse - jnp.take_along_axis(logits, y[:, None], axis=-1)[:, 0]
+    _, _, ce = _chunk_ce(h, y, table, acc)
     return total + jnp.sum(w.astype(acc) * ce), ce
 
   total, ce = jax.lax.scan(
@@ -92,9 +94,7 @@ def _chunked_ce_fwd(chunk, hidden, table, targets, weights):
 
   def body(dtable, xs):
     h, y, w = xs
-    logits = _chunk_logits(h, table, acc)
-    lse = jax.nn.logsumexp(logits, axis=-1)
-    ce = lse - jnp.take_along_axis(logits, y[:, None], axis=-1)[:, 0]
+    logits, lse, ce = _chunk_ce(h, y, table, acc)
     onehot = jnp.arange(logits.shape[-1], dtype=y.dtype)[None, :] == y[:, None]
     dlogits = (jnp.exp(logits - lse[:, None]) - onehot) * w.astype(acc)[:, None]
     dlogits = dlogits.astype(table.dtype)
