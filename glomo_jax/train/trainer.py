@@ -116,16 +116,22 @@ def _finite(metrics: dict) -> bool:
 def train_and_evaluate(config: TrainConfig, workdir: str) -> dict[str, Any]:
   """Runs (or resumes) a pretraining run in `workdir`; returns a summary dict
   with the final step, train/eval losses, the export path and, for the
-  synthetic corpus, the graph-on-true-arc scores (untrained and final)."""
+  synthetic corpus, the graph-on-true-arc scores (untrained and final).
+
+  SIGTERM at any moment (setup included) leads to a checkpoint after the
+  current step and a clean return with summary['stopped_early'] = True.
+  """
+  with _Preemption() as preemption:
+    return _run(config, workdir, preemption)
+
+
+def _run(config: TrainConfig, workdir: str, preemption: _Preemption) -> dict[str, Any]:
   os.makedirs(workdir, exist_ok=True)
   process_index, process_count = jax.process_index(), jax.process_count()
   is_main = process_index == 0
   logger.info("process %d of %d, %d local / %d global devices (%s)", process_index,
               process_count, jax.local_device_count(), jax.device_count(),
               jax.devices()[0].platform)
-  if is_main:
-    with open(os.path.join(workdir, "config.json"), "w") as f:
-      json.dump(config.to_dict(), f, indent=2)
 
   # Mesh ------------------------------------------------------------------------
   mesh = make_mesh(config.mesh_data, config.mesh_fsdp)
@@ -175,7 +181,9 @@ def train_and_evaluate(config: TrainConfig, workdir: str) -> dict[str, Any]:
         "--workdir; nothing was overwritten.")
   else:
     state = jax.jit(init, out_shardings=state_sh)(rng)
-    extra = {}
+  if is_main:  # written once the run is known to fit the workdir's checkpoints
+    with open(os.path.join(workdir, "config.json"), "w") as f:
+      json.dump(config.to_dict(), f, indent=2)
 
   # Update ----------------------------------------------------------------------
   batch_sh = batch_sharding(mesh)
@@ -229,53 +237,52 @@ def train_and_evaluate(config: TrainConfig, workdir: str) -> dict[str, Any]:
   stopped_early = False
   logger.info("training steps %d → %d (%d tokens a step)", first, config.num_steps,
               tokens_per_step)
-  with _Preemption() as preemption:
-    for step in range(first + 1, config.num_steps + 1):
-      batch = _global_batch(next(data.train), batch_sh)
-      with jax.profiler.StepTraceAnnotation("train", step_num=step):
-        state, metrics = p_train(state, batch)
-      last = step == config.num_steps
-      want_save = last or preemption.requested or step % config.checkpoint_every == 0
-      want_eval = last or step % config.eval_every == 0
-      if step % config.log_every == 0 or want_save or want_eval or step == first + 1:
-        m = jax.device_get(metrics)
-        if not _finite(m):
-          steps = ckpt.steps()
-          raise NonFiniteLossError(
-              f"non-finite training values at step {step}: loss={float(m['loss'])}, "
-              f"grad_norm={float(m['grad_norm'])}, param_norm={float(m['param_norm'])}. "
-              f"The run is stopped; the last good checkpoint is "
-              f"{'step %d' % steps[-1] if steps else 'none'} in {ckpt.directory}. "
-              "Lower the learning rate or check the data.")
-        rates = progress.update(step)
-        logger.info("step %d/%d  loss %.4f (fw %.4f bw %.4f)  %.2f steps/s  %.0f tokens/s  "
-                    "lr×%.3g  ETA %s", step, config.num_steps, float(m["loss"]),
-                    float(m["loss_fw"]), float(m["loss_bw"]), rates["steps_per_s"],
-                    rates["tokens_per_s"], float(m["lr_scale"]), format_eta(rates["eta_s"]))
-        writer.scalars(step, {k: float(v) for k, v in m.items()}, "train/")
-        writer.scalars(step, rates, "speed/")
-        summary["train_loss"] = float(m["loss"])
-      if want_eval and data.eval_stream is not None:
-        ev = evaluate(state)
-        best, bad, scale = plateau.update(ev["loss"], float(state.best_eval),
-                                          int(state.bad_evals), float(state.lr_scale))
-        state = state.replace(best_eval=jnp.float32(best), bad_evals=jnp.int32(bad),
-                              lr_scale=jnp.float32(scale))
-        logger.info("eval at step %d: loss %.4f (best %.4f)%s", step, ev["loss"], best,
-                    "".join(f"  {k} {v:.3f}" for k, v in ev.items()
-                            if k in ("arc_own_best", "arc_predicting_best", "arc_predicting_chance")))
-        writer.scalars(step, ev, "eval/")
-        summary["eval"] = ev
-      if want_save:
-        ckpt.save(step, state, {"data": data.train.state(), "step": step,
-                                "time": time.time()}, force=True)
-      if want_eval or want_save:
-        progress.restart(step)
-      if preemption.requested and not last:
-        stopped_early = True
-        logger.warning("stopped at step %d after SIGTERM; rerun the same command to resume",
-                       step)
-        break
+  for step in range(first + 1, config.num_steps + 1):
+    batch = _global_batch(next(data.train), batch_sh)
+    with jax.profiler.StepTraceAnnotation("train", step_num=step):
+      state, metrics = p_train(state, batch)
+    last = step == config.num_steps
+    want_save = last or preemption.requested or step % config.checkpoint_every == 0
+    want_eval = last or step % config.eval_every == 0
+    if step % config.log_every == 0 or want_save or want_eval or step == first + 1:
+      m = jax.device_get(metrics)
+      if not _finite(m):
+        steps = ckpt.steps()
+        raise NonFiniteLossError(
+            f"non-finite training values at step {step}: loss={float(m['loss'])}, "
+            f"grad_norm={float(m['grad_norm'])}, param_norm={float(m['param_norm'])}. "
+            f"The run is stopped; the last good checkpoint is "
+            f"{'step %d' % steps[-1] if steps else 'none'} in {ckpt.directory}. "
+            "Lower the learning rate or check the data.")
+      rates = progress.update(step)
+      logger.info("step %d/%d  loss %.4f (fw %.4f bw %.4f)  %.2f steps/s  %.0f tokens/s  "
+                  "lr×%.3g  ETA %s", step, config.num_steps, float(m["loss"]),
+                  float(m["loss_fw"]), float(m["loss_bw"]), rates["steps_per_s"],
+                  rates["tokens_per_s"], float(m["lr_scale"]), format_eta(rates["eta_s"]))
+      writer.scalars(step, {k: float(v) for k, v in m.items()}, "train/")
+      writer.scalars(step, rates, "speed/")
+      summary["train_loss"] = float(m["loss"])
+    if want_eval and data.eval_stream is not None:
+      ev = evaluate(state)
+      best, bad, scale = plateau.update(ev["loss"], float(state.best_eval),
+                                        int(state.bad_evals), float(state.lr_scale))
+      state = state.replace(best_eval=jnp.float32(best), bad_evals=jnp.int32(bad),
+                            lr_scale=jnp.float32(scale))
+      logger.info("eval at step %d: loss %.4f (best %.4f)%s", step, ev["loss"], best,
+                  "".join(f"  {k} {v:.3f}" for k, v in ev.items()
+                          if k in ("arc_own_best", "arc_predicting_best", "arc_predicting_chance")))
+      writer.scalars(step, ev, "eval/")
+      summary["eval"] = ev
+    if want_save:
+      ckpt.save(step, state, {"data": data.train.state(), "step": step,
+                              "time": time.time()}, force=True)
+    if want_eval or want_save:
+      progress.restart(step)
+    if preemption.requested and not last:
+      stopped_early = True
+      logger.warning("stopped at step %d after SIGTERM; rerun the same command to resume",
+                     step)
+      break
   ckpt.close()
   writer.close()
   summary["step"] = int(state.step)
@@ -289,11 +296,10 @@ def train_and_evaluate(config: TrainConfig, workdir: str) -> dict[str, Any]:
   summary["arcs"] = arc_record
   if config.export and not stopped_early:
     from glomo_jax.export import export_graph_predictor  # noqa: PLC0415 (optional piece)
-    variables = jax.device_get(state.variables)
-    if is_main:
-      summary["export"] = export_graph_predictor(
-          os.path.join(workdir, "export"), model_config, variables, tokenizer,
-          metadata={"step": summary["step"], "workdir": os.path.abspath(workdir)},
-          overwrite=True)
+    # every process takes part (sharded arrays are gathered); process 0 writes
+    summary["export"] = export_graph_predictor(
+        os.path.join(workdir, "export"), model_config, state.variables, tokenizer,
+        metadata={"step": summary["step"], "workdir": os.path.abspath(workdir)},
+        overwrite=True)
   summary["elapsed_s"] = time.perf_counter() - progress.start
   return summary
