@@ -1,0 +1,187 @@
+"""From the predictor's pieces to the task model's units (words).
+
+The predictor reads SentencePiece pieces; task models read words (or other
+units). `align_graphs` pools piece-level graphs [.., P_target, P_source] into
+unit-level graphs [.., U_target, U_source]:
+
+1. target rows: the row of unit u is the mean of the rows of u's pieces;
+2. source columns: the weights on the pieces of each unit are summed;
+3. weight on pieces outside every unit (unit −1: padding, or pieces the
+   caller leaves out) is dropped, and weight between pieces of the same unit
+   lands on the diagonal (u → u; dropped too with ``self_loops=False``);
+4. each row is renormalised to sum to 1; a row with no weight left stays 0.
+
+So unit rows are distributions over units exactly where the predictor's rows
+are (its rows sum to 1, or to 0 when no source survives), and where every
+piece row of u sums to 1 with all its weight on units, step 4 changes nothing:
+the row of a 2-piece word is then the mean of its two piece rows, with the
+columns of each word summed. Units without pieces have zero rows and columns.
+
+`word_graphs` runs the whole path for lists of words. Length: the predictor is
+convolutional (causal CNNs, no position embeddings) plus attention over all
+earlier positions, so it runs at any length, including sequences longer than
+its pretraining windows; by default no piece is cut (memory grows as P²).
+Pass ``max_pieces`` to bound it: words whose pieces are all cut keep their
+place but have zero rows and columns.
+"""
+from __future__ import annotations
+
+from typing import Sequence
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+
+def piece_to_unit(word_start, num_pieces: int) -> np.ndarray:
+  """Unit index of each piece, from `Tokenizer.encode_words`'s word_start.
+
+  Args:
+    word_start: int [U + 1]; unit u covers pieces word_start[u]:word_start[u+1]
+      (empty ranges allowed), the last entry is the number of pieces.
+    num_pieces: length P of the output (pieces beyond word_start[-1] are
+      padding; a P smaller than word_start[-1] cuts the last pieces).
+
+  Returns:
+    int32 [P]: the unit of each piece, −1 for pieces in no unit.
+  """
+  starts = np.asarray(word_start, dtype=np.int64)
+  if starts.ndim != 1 or starts.size < 1 or np.any(np.diff(starts) < 0) or starts[0] != 0:
+    raise ValueError("word_start must be a non-decreasing int vector starting at 0, "
+                     f"got {starts}")
+  pieces = np.arange(num_pieces)
+  unit = np.searchsorted(starts, pieces, side="right") - 1
+  return np.where(pieces < starts[-1], unit, -1).astype(np.int32)
+
+
+def align_graphs(graphs, unit_of_piece, num_units: int, *,
+                 self_loops: bool = True) -> jax.Array:
+  """Piece-level graphs -> unit-level graphs (rule: module docstring).
+
+  Args:
+    graphs: [B, ..., P_target, P_source] (any leading axes after B, e.g. 2L, K).
+    unit_of_piece: int [B, P]: the unit of each piece in [0, num_units), or −1
+      for pieces in no unit (padding).
+    num_units: U.
+    self_loops: keep weight between pieces of the same unit (on the diagonal).
+
+  Returns:
+    [B, ..., U_target, U_source], dtype of graphs (at least float32); each row
+    sums to 1 or is all 0.
+  """
+  graphs = jnp.asarray(graphs)
+  graphs = graphs.astype(jnp.promote_types(graphs.dtype, jnp.float32))
+  unit = jnp.asarray(unit_of_piece)
+  if unit.ndim != 2 or graphs.ndim < 3 or graphs.shape[0] != unit.shape[0] or \
+      graphs.shape[-2:] != (unit.shape[1], unit.shape[1]):
+    raise ValueError(f"graphs [B, ..., P, P] and unit_of_piece [B, P] do not fit: "
+                     f"{graphs.shape} and {unit.shape}")
+  batch, pieces = unit.shape
+  lead = graphs.shape[1:-2]
+  member = jax.nn.one_hot(unit, num_units, dtype=graphs.dtype)   # [B, P, U]; −1 → 0
+  count = member.sum(axis=1)                                      # [B, U]
+  row_mean = member / jnp.maximum(count, 1)[:, None, :]
+  flat = graphs.reshape(batch, -1, pieces, pieces)
+  highest = jax.lax.Precision.HIGHEST
+  rows = jnp.einsum("bpu,bnpq->bnuq", row_mean, flat, precision=highest)
+  pooled = jnp.einsum("bnuq,bqv->bnuv", rows, member, precision=highest)
+  if not self_loops:
+    pooled = pooled * (1 - jnp.eye(num_units, dtype=pooled.dtype))
+  total = pooled.sum(axis=-1, keepdims=True)
+  pooled = jnp.where(total > 0, pooled / jnp.where(total > 0, total, 1), 0)
+  return pooled.reshape(batch, *lead, num_units, num_units)
+
+
+_align_jit = jax.jit(align_graphs, static_argnames=("num_units", "self_loops"))
+
+
+def _round_up(n: int, multiple: int) -> int:
+  return max(multiple, -(-n // multiple) * multiple)
+
+
+def encode_word_lists(tokenizer, word_lists: Sequence[Sequence[str]], max_words: int,
+                      *, max_pieces: int | None = None, pad_multiple: int = 16
+                      ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+  """Pieces of a batch of word lists, padded.
+
+  Args:
+    tokenizer: a `glomo_jax.data.tokenizer.Tokenizer`.
+    word_lists: B lists of words (no whitespace inside a word); words beyond
+      `max_words` are dropped.
+    max_words: W.
+    max_pieces: cut each example to this many pieces (None: no limit).
+    pad_multiple: the piece length P is the longest example's, rounded up to a
+      multiple of this (fewer distinct shapes to compile).
+
+  Returns:
+    tokens int32 [B, P] (pad id after the pieces), piece_mask bool [B, P],
+    unit_of_piece int32 [B, P] (−1 for padding), word_mask bool [B, W].
+  """
+  if max_words < 1:
+    raise ValueError(f"max_words must be >= 1, got {max_words}")
+  if max_pieces is not None and max_pieces < 1:
+    raise ValueError(f"max_pieces must be >= 1, got {max_pieces}")
+  encoded = []
+  for words in word_lists:
+    words = list(words)[:max_words]
+    ids, starts = tokenizer.encode_words(words)
+    n = len(ids) if max_pieces is None else min(len(ids), max_pieces)
+    encoded.append((ids[:n], starts, len(words)))
+  if not encoded:
+    raise ValueError("word_graphs needs at least one example")
+  length = _round_up(max(len(ids) for ids, _, _ in encoded), pad_multiple)
+  batch = len(encoded)
+  tokens = np.full((batch, length), tokenizer.pad_id, np.int32)
+  piece_mask = np.zeros((batch, length), bool)
+  unit = np.full((batch, length), -1, np.int32)
+  word_mask = np.zeros((batch, max_words), bool)
+  for b, (ids, starts, num_words) in enumerate(encoded):
+    tokens[b, :len(ids)] = ids
+    piece_mask[b, :len(ids)] = True
+    unit[b, :len(ids)] = piece_to_unit(starts, len(ids))
+    word_mask[b, :num_words] = True
+  return tokens, piece_mask, unit, word_mask
+
+
+def word_graphs(predictor, tokenizer, word_lists: Sequence[Sequence[str]],
+                max_words: int, *, max_pieces: int | None = None,
+                self_loops: bool = True, pad_multiple: int = 16
+                ) -> tuple[np.ndarray, np.ndarray]:
+  """Word-level graphs of a batch of word lists from an exported predictor.
+
+  Encodes each list with ``tokenizer.encode_words`` (its first `max_words`
+  words), runs ``predictor.predict`` on the pieces, and pools the graphs to
+  words with `align_graphs`.
+
+  Args:
+    predictor: an `ExportedGraphPredictor` (anything with `config`,
+      `variables`, `predict(variables, tokens, mask)` and optionally
+      `manifest`).
+    tokenizer: the predictor's tokenizer (None: ``predictor.tokenizer``); if
+      the export recorded a tokenizer fingerprint, it must match.
+    word_lists: B lists of words.
+    max_words: W, the word axis of the output.
+    max_pieces, pad_multiple: see `encode_word_lists`.
+    self_loops: see `align_graphs`.
+
+  Returns:
+    graphs float32 numpy [B, 2L, K, W, W] ([.., target word, source word]; the
+    L forward layers then the L backward layers; rows sum to 1 or 0; rows and
+    columns of padding words are 0), and mask bool [B, W] (True for the
+    example's first min(len, W) words).
+  """
+  if tokenizer is None:
+    tokenizer = getattr(predictor, "tokenizer", None)
+  if tokenizer is None:
+    raise ValueError("word_graphs needs a tokenizer (the predictor has none)")
+  recorded = (getattr(predictor, "manifest", None) or {}).get("tokenizer_fingerprint")
+  if recorded is not None and recorded != tokenizer.fingerprint:
+    raise ValueError(f"vocabulary mismatch: the predictor was exported with tokenizer "
+                     f"{recorded}, got {tokenizer.fingerprint}")
+  tokens, piece_mask, unit, word_mask = encode_word_lists(
+      tokenizer, word_lists, max_words, max_pieces=max_pieces,
+      pad_multiple=pad_multiple)
+  graphs = predictor.predict(predictor.variables, tokens, piece_mask)
+  words = _align_jit(graphs, jnp.asarray(unit), num_units=max_words,
+                     self_loops=self_loops)
+  return np.asarray(jax.device_get(words), dtype=np.float32), word_mask

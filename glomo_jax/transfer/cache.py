@@ -1,0 +1,233 @@
+"""Word-level graphs of a dataset, computed once and cached on disk.
+
+Computing graphs on the fly (`align.word_graphs` per batch) costs a predictor
+forward pass per step; the cache does it once per (export, dataset, options)
+and memory-maps the result.
+
+Key: sha256 of the canonical JSON of {format_version, export content_sha256
+(``predictor.manifest['content_sha256']``: params, tokenizer and config),
+tokenizer fingerprint, dataset fingerprint (`dataset_fingerprint`: every word
+of every example, in order), max_words, max_pieces, self_loops, dtype}. The
+cache lives in ``<root>/<key>/``, so another export, dataset or option never
+reads a stale one; the manifest inside is checked against the request too.
+
+Format (format_version 1), in ``<root>/<key>/``::
+
+  meta.json     the key's inputs, num_examples, graph_prefix [2L, K], dtype,
+                total_values, created
+  lengths.npy   int32 [N]: n_i = min(words of example i, max_words)
+  offsets.npy   int64 [N + 1]: example i's values are graphs.npy[offsets[i]:
+                offsets[i+1]] = its [2L, K, n_i, n_i] block, C order
+  graphs.npy    1-d array, 'float16' (default) or 'float32'
+
+Only the n_i × n_i block of real words is stored (rows and columns of padding
+words are exactly 0 on the fly), so short examples cost little. float32
+reproduces `word_graphs` bit for bit (for the same batches: examples are
+computed in dataset order, `batch_size` at a time); float16 halves the size,
+with a relative error ≤ 2⁻¹¹ per value (values below 2⁻¹⁴ ≈ 6e-5 are stored
+as subnormals, absolute error ≤ 2⁻²⁵). The directory is written under a
+temporary name and renamed, so a reader never sees a partial cache.
+"""
+from __future__ import annotations
+
+import datetime
+import hashlib
+import json
+import os
+import shutil
+import struct
+import uuid
+from typing import Sequence
+
+import numpy as np
+
+from glomo_jax.transfer.align import word_graphs
+
+FORMAT_VERSION = 1
+DTYPES = ("float16", "float32")
+META, LENGTHS, OFFSETS, GRAPHS = "meta.json", "lengths.npy", "offsets.npy", "graphs.npy"
+
+
+def dataset_fingerprint(word_lists: Sequence[Sequence[str]]) -> str:
+  """sha256 (hex) of a dataset's word lists: their number, and per example
+  the number of words and each word's UTF-8 bytes, all length-prefixed."""
+  digest = hashlib.sha256(struct.pack(">Q", len(word_lists)))
+  for words in word_lists:
+    words = list(words)
+    digest.update(struct.pack(">Q", len(words)))
+    for word in words:
+      data = word.encode("utf-8")
+      digest.update(struct.pack(">Q", len(data)))
+      digest.update(data)
+  return digest.hexdigest()
+
+
+def _request(predictor, tokenizer, word_lists, max_words, max_pieces, self_loops,
+             dtype) -> dict:
+  content = (getattr(predictor, "manifest", None) or {}).get("content_sha256")
+  if not content:
+    raise ValueError("the predictor has no manifest['content_sha256'] (load it with "
+                     "glomo_jax.export.load_graph_predictor): a cache cannot be keyed")
+  if dtype not in DTYPES:
+    raise ValueError(f"dtype must be one of {list(DTYPES)}, got {dtype!r}")
+  return {"format_version": FORMAT_VERSION, "content_sha256": content,
+          "tokenizer_fingerprint": tokenizer.fingerprint,
+          "dataset_fingerprint": dataset_fingerprint(word_lists),
+          "max_words": int(max_words),
+          "max_pieces": None if max_pieces is None else int(max_pieces),
+          "self_loops": bool(self_loops), "dtype": dtype}
+
+
+def cache_key(request: dict) -> str:
+  """sha256 (hex) of the canonical JSON of a request (module docstring)."""
+  canonical = json.dumps(request, sort_keys=True, separators=(",", ":"))
+  return hashlib.sha256(canonical.encode("utf-8")).hexdigest()
+
+
+class WordGraphCache:
+  """An opened cache (read-only, memory-mapped).
+
+  Attributes:
+    path: its directory; meta: the parsed meta.json; lengths: int32 [N];
+    max_words: W; graph_prefix: (2L, K).
+  """
+
+  def __init__(self, path: str):
+    self.path = path
+    with open(os.path.join(path, META), encoding="utf-8") as f:
+      self.meta = json.load(f)
+    self.lengths = np.load(os.path.join(path, LENGTHS))
+    self.offsets = np.load(os.path.join(path, OFFSETS))
+    self._values = np.load(os.path.join(path, GRAPHS), mmap_mode="r")
+    self.max_words = int(self.meta["max_words"])
+    self.graph_prefix = tuple(self.meta["graph_prefix"])
+    per = int(np.prod(self.graph_prefix))
+    expected = np.concatenate([[0], np.cumsum(per * self.lengths.astype(np.int64) ** 2)])
+    if (len(self.lengths) != self.meta["num_examples"] or
+        not np.array_equal(self.offsets, expected) or
+        self._values.shape != (int(expected[-1]),) or
+        str(self._values.dtype) != self.meta["dtype"]):
+      raise ValueError(f"corrupt graph cache at {path}: its arrays do not match "
+                       f"{META}")
+
+  def __len__(self) -> int:
+    return len(self.lengths)
+
+  def __repr__(self):
+    return (f"WordGraphCache({len(self)} examples, W={self.max_words}, "
+            f"{self.meta['dtype']}, path={self.path!r})")
+
+  def get(self, indices) -> tuple[np.ndarray, np.ndarray]:
+    """Graphs and word masks of some examples.
+
+    Args:
+      indices: int sequence / array (negative counts from the end), or a
+        slice.
+
+    Returns:
+      graphs float32 [n, 2L, K, W, W] (zero outside each example's words) and
+      mask bool [n, W].
+    """
+    if not isinstance(indices, slice):
+      indices = np.asarray(indices, dtype=np.int64).reshape(-1)
+    indices = np.arange(len(self))[indices]           # negatives, bounds checked
+    w = self.max_words
+    graphs = np.zeros((len(indices), *self.graph_prefix, w, w), np.float32)
+    mask = np.zeros((len(indices), w), bool)
+    for row, i in enumerate(indices):
+      n = int(self.lengths[i])
+      block = self._values[self.offsets[i]:self.offsets[i + 1]]
+      graphs[row, ..., :n, :n] = block.reshape(*self.graph_prefix, n, n)
+      mask[row, :n] = True
+    return graphs, mask
+
+
+def cached_word_graphs(root: str, predictor, word_lists: Sequence[Sequence[str]],
+                       max_words: int, *, tokenizer=None, batch_size: int = 32,
+                       dtype: str = "float16", max_pieces: int | None = None,
+                       self_loops: bool = True) -> WordGraphCache:
+  """Opens the cache of this (export, dataset, options), building it if absent.
+
+  Args:
+    root: directory holding caches (one subdirectory per key).
+    predictor: a loaded `ExportedGraphPredictor` (its manifest keys the cache).
+    word_lists: the dataset, N lists of words (a sequence: read twice).
+    max_words: W.
+    tokenizer: None = ``predictor.tokenizer``.
+    batch_size: examples per predictor call while building.
+    dtype: 'float16' or 'float32' storage (module docstring).
+    max_pieces, self_loops: as for `align.word_graphs`.
+
+  Returns:
+    the opened `WordGraphCache`; ``cache.get(range(i, i + b))`` equals
+    ``word_graphs(predictor, tokenizer, word_lists[i:i + b], max_words, ...)``
+    (exactly for float32, when i and b follow `batch_size`).
+
+  Raises:
+    ValueError: no content hash in the predictor, an unknown dtype, or an
+      existing cache whose meta.json differs from the request.
+  """
+  tokenizer = tokenizer if tokenizer is not None else predictor.tokenizer
+  if tokenizer is None:
+    raise ValueError("cached_word_graphs needs a tokenizer (the predictor has none)")
+  if batch_size < 1:
+    raise ValueError(f"batch_size must be >= 1, got {batch_size}")
+  request = _request(predictor, tokenizer, word_lists, max_words, max_pieces,
+                     self_loops, dtype)
+  key = cache_key(request)
+  path = os.path.join(os.path.abspath(root), key)
+  if not os.path.isfile(os.path.join(path, META)):
+    _build(path, request, predictor, tokenizer, word_lists, batch_size)
+  cache = WordGraphCache(path)
+  stored = {name: cache.meta.get(name) for name in request}
+  if stored != request:
+    raise ValueError(f"stale graph cache at {path}: its {META} records "
+                     f"{stored}, but {request} was requested")
+  return cache
+
+
+def _build(path, request, predictor, tokenizer, word_lists, batch_size) -> None:
+  config = predictor.config
+  prefix = (2 * config.num_graph_layers, config.num_heads)
+  per = prefix[0] * prefix[1]
+  max_words = request["max_words"]
+  lengths = np.array([min(len(words), max_words) for words in word_lists], np.int32)
+  offsets = np.concatenate([[0], np.cumsum(per * lengths.astype(np.int64) ** 2)])
+  parent = os.path.dirname(path)
+  os.makedirs(parent, exist_ok=True)
+  tmp = os.path.join(parent, f".{os.path.basename(path)}.tmp-{uuid.uuid4().hex[:12]}")
+  os.mkdir(tmp)
+  try:
+    values = np.lib.format.open_memmap(os.path.join(tmp, GRAPHS), mode="w+",
+                                       dtype=request["dtype"],
+                                       shape=(int(offsets[-1]),))
+    for start in range(0, len(word_lists), batch_size):
+      batch = word_lists[start:start + batch_size]
+      graphs, _ = word_graphs(predictor, tokenizer, batch, max_words,
+                              max_pieces=request["max_pieces"],
+                              self_loops=request["self_loops"])
+      for row in range(len(batch)):
+        i, n = start + row, int(lengths[start + row])
+        block = graphs[row, ..., :n, :n]
+        if np.count_nonzero(graphs[row]) != np.count_nonzero(block):
+          raise RuntimeError("word_graphs put weight outside the example's words")
+        values[offsets[i]:offsets[i + 1]] = block.reshape(-1)
+    values.flush()
+    del values
+    np.save(os.path.join(tmp, LENGTHS), lengths)
+    np.save(os.path.join(tmp, OFFSETS), offsets)
+    meta = dict(request, key=os.path.basename(path), num_examples=len(lengths),
+                graph_prefix=list(prefix), total_values=int(offsets[-1]),
+                created=datetime.datetime.now(datetime.timezone.utc).isoformat(
+                    timespec="seconds"))
+    with open(os.path.join(tmp, META), "w", encoding="utf-8") as f:
+      json.dump(meta, f, indent=2, sort_keys=True)
+    try:
+      os.rename(tmp, path)
+    except OSError:
+      if not os.path.isfile(os.path.join(path, META)):  # not a concurrent builder
+        raise
+      shutil.rmtree(tmp, ignore_errors=True)
+  except BaseException:
+    shutil.rmtree(tmp, ignore_errors=True)
+    raise

@@ -1,0 +1,81 @@
+"""Applying graphs to features, and the gated fusion (paper §2.3).
+
+Given features H [B, T, d] and graphs M_1 … M_n ([B, n, T_target, T_source]):
+
+  HM_n[t] = Σ_i M_n[t, i] H[i]                      (`graph_features`)
+  x       = [H ; HM_1 ; … ; HM_n]                   (concat on features: d·(n+1))
+  gated   = (W1 x + b1) ⊙ σ(W2 x + b2)              (width `features`, default d)
+  output  = [H ; gated]                             (width d + features)
+
+The authors' ``GateLayer`` (SQuAD code, ``gate_fuse 2``). Padding: with a
+mask, padding sources are dropped (their H is replaced by 0 and their graph
+columns ignored) and the HM rows of padding targets are 0, so nothing at a
+padding position reaches a real one.
+"""
+from __future__ import annotations
+
+from typing import Sequence
+
+import flax.linen as nn
+import jax
+import jax.numpy as jnp
+
+
+def graph_features(graphs, h, mask=None) -> jax.Array:
+  """HM: each graph's weighted sums of the features.
+
+  Args:
+    graphs: [B, n, T_target, T_source].
+    h: [B, T, d].
+    mask: optional [B, T] (1 = real position).
+
+  Returns:
+    [B, n, T, d] with [b, k, t] = Σ_i graphs[b, k, t, i] h[b, i]; rows of
+    padding targets are 0 and padding sources contribute nothing.
+  """
+  graphs, h = jnp.asarray(graphs), jnp.asarray(h)
+  if graphs.ndim != 4 or h.ndim != 3 or graphs.shape[0] != h.shape[0] or \
+      graphs.shape[-2:] != (h.shape[1], h.shape[1]):
+    raise ValueError(f"graphs [batch, n, T, T] and h [batch, T, d] do not fit: "
+                     f"{graphs.shape} and {h.shape}")
+  if mask is not None:
+    mask = jnp.asarray(mask).astype(bool)
+    h = jnp.where(mask[:, :, None], h, 0)
+    graphs = jnp.where(mask[:, None, None, :], graphs, 0)
+  out = jnp.einsum("bnts,bsd->bntd", graphs, h)
+  if mask is not None:
+    out = jnp.where(mask[:, None, :, None], out, 0)
+  return out
+
+
+class GatedFusion(nn.Module):
+  """[H ; W1 x ⊙ σ(W2 x)] with x = [H ; HM_1 ; … ; HM_n] (module docstring).
+
+  Attributes:
+    features: width of the gated part; None = the width d of H.
+
+  Parameters: 'linear' (W1, b1) and 'gate' (W2, b2), kernels [d·(n+1), features].
+  """
+  features: int | None = None
+
+  @nn.compact
+  def __call__(self, h, graphs: jax.Array | Sequence[jax.Array], mask=None):
+    """Args:
+      h: [B, T, d].
+      graphs: [B, n, T_target, T_source], or a list of n [B, T, T] graphs.
+      mask: optional [B, T] (1 = real position).
+
+    Returns:
+      [B, T, d + features]: H, then the gated part.
+    """
+    if isinstance(graphs, (list, tuple)):
+      graphs = jnp.stack(graphs, axis=1)
+    h = jnp.asarray(h)
+    hm = graph_features(graphs, h, mask)                        # [B, n, T, d]
+    batch, n, length, dim = hm.shape
+    x = jnp.concatenate(
+        [h, hm.transpose(0, 2, 1, 3).reshape(batch, length, n * dim)], axis=-1)
+    width = self.features or h.shape[-1]
+    gate = nn.sigmoid(nn.Dense(width, name="gate")(x))
+    gated = nn.Dense(width, name="linear")(x) * gate
+    return jnp.concatenate([h, gated.astype(h.dtype)], axis=-1)

@@ -1,0 +1,70 @@
+"""`GraphMixture`: softmax-weighted mixtures of candidate graphs (paper §2.2).
+
+  M_n[t, :] = s_n · Σ_c w_{n,t,c} C_c[t, :],   Σ_c w_{n,t,c} = 1, w ≥ 0,
+
+for mixtures n = 1 … num_mixtures (authors: 2 per direction, ``att_cnt 2``),
+each with its own learned scale s_n (initialised to 1; the authors multiply
+H·M_n by it, which is the same). The weights are
+
+* conditioned (authors' default, ``condition 1``): w_{n,t,:} = softmax(W_n h_t
+  + b_n), one distribution per target position t from the features h_t;
+* free: w_{n,:} = softmax(logits_n), logits initialised to 0 (uniform), the
+  same for every position and example.
+
+Parameters: 'logits' (Dense kernel [d, n·C] + bias, conditioned; or [n, C]
+free) and 'scale' [n]. The weights are computed in float32.
+"""
+from __future__ import annotations
+
+import flax.linen as nn
+import jax
+import jax.numpy as jnp
+
+
+class GraphMixture(nn.Module):
+  """Mixes C candidate graphs into `num_mixtures` graphs (module docstring).
+
+  Attributes:
+    num_mixtures: mixtures n computed from the same candidates.
+    conditioned: weights from the features of each target position (True) or
+      free softmax parameters (False).
+  """
+  num_mixtures: int = 2
+  conditioned: bool = True
+
+  @nn.compact
+  def __call__(self, candidates, features=None, return_weights: bool = False):
+    """Mixtures of the candidates.
+
+    Args:
+      candidates: [B, C, T_target, T_source].
+      features: [B, T, d], needed when conditioned (ignored otherwise).
+      return_weights: also return the softmax weights.
+
+    Returns:
+      M [B, num_mixtures, T_target, T_source] (float32 or wider), and with
+      return_weights the weights [B, num_mixtures, T_target, C] (each [.., t, :]
+      a distribution over candidates; broadcast over B and T when free).
+    """
+    candidates = jnp.asarray(candidates)
+    if candidates.ndim != 4 or candidates.shape[-1] != candidates.shape[-2]:
+      raise ValueError(f"candidates must be [batch, C, T, T], got {candidates.shape}")
+    batch, count, length, _ = candidates.shape
+    n = self.num_mixtures
+    if self.conditioned:
+      if features is None or features.ndim != 3 or features.shape[:2] != (batch, length):
+        raise ValueError(f"conditioned mixture weights need features [batch={batch}, "
+                         f"T={length}, d], got "
+                         f"{None if features is None else features.shape}")
+      logits = nn.Dense(n * count, name="logits")(features)        # [B, T, n·C]
+      logits = logits.reshape(batch, length, n, count).transpose(0, 2, 1, 3)
+    else:
+      logits = self.param("logits", nn.initializers.zeros, (n, count), jnp.float32)
+      logits = jnp.broadcast_to(logits[None, :, None, :], (batch, n, length, count))
+    weights = jax.nn.softmax(logits.astype(jnp.float32), axis=-1)  # [B, n, T, C]
+    scale = self.param("scale", nn.initializers.ones, (n,), jnp.float32)
+    mixed = jnp.einsum("bntc,bcts->bnts", weights,
+                       candidates.astype(jnp.promote_types(candidates.dtype,
+                                                           jnp.float32)))
+    mixed = mixed * scale[None, :, None, None]
+    return (mixed, weights) if return_weights else mixed

@@ -1,0 +1,119 @@
+"""GraphTransfer: composition, modes, padding, and no gradient into the graphs."""
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+
+from glomo_jax.transfer import (GatedFusion, GraphMixture, GraphTransfer,
+                                graph_candidates, uniform_graphs)
+
+B, T, D, L, K = 2, 6, 4, 2, 3
+
+
+def predictor_like_graphs(rng, mask):
+  """[B, 2L, K, T, T]: forward strictly lower, backward strictly upper,
+  rows normalised over real sources, padding rows/columns 0."""
+  g = rng.uniform(0.1, 1.0, (B, 2 * L, K, T, T))
+  lower = np.tril(np.ones((T, T)), -1)
+  g[:, :L] *= lower
+  g[:, L:] *= lower.T
+  g *= (mask[:, None, None, :, None] & mask[:, None, None, None, :])
+  total = g.sum(-1, keepdims=True)
+  return np.where(total > 0, g / np.where(total > 0, total, 1), 0).astype(np.float32)
+
+
+@pytest.fixture
+def data():
+  rng = np.random.default_rng(0)
+  mask = np.array([[1] * T, [1] * 4 + [0] * (T - 4)], bool)
+  h = rng.standard_normal((B, T, D)).astype(np.float32)
+  return h, predictor_like_graphs(rng, mask), mask
+
+
+def test_glomo_is_candidates_mixtures_then_fusion(data):
+  h, graphs, mask = data
+  module = GraphTransfer(num_layers=L, num_mixtures=2, features=5)
+  variables = module.init(jax.random.PRNGKey(0), h, graphs, mask)
+  assert set(variables["params"]) == {"mixture_fw", "mixture_bw", "fusion"}
+  out = module.apply(variables, h, graphs, mask)
+  assert out.shape == (B, T, D + 5)
+  p = variables["params"]
+  fw, bw = graph_candidates(graphs, L)
+  m_fw = GraphMixture(2).apply({"params": p["mixture_fw"]}, fw, h)
+  m_bw = GraphMixture(2).apply({"params": p["mixture_bw"]}, bw, h)
+  mixed = [m_fw[:, 0], m_bw[:, 0], m_fw[:, 1], m_bw[:, 1]]     # [fw_1, bw_1, fw_2, bw_2]
+  expected = GatedFusion(5).apply({"params": p["fusion"]}, h, mixed, mask)
+  np.testing.assert_allclose(out, expected, rtol=1e-5, atol=1e-6)
+  jitted = jax.jit(module.apply)(variables, h, graphs, mask)
+  np.testing.assert_allclose(jitted, out, rtol=1e-5, atol=1e-6)
+
+
+def test_uniform_mode_uses_the_uniform_graph(data):
+  h, _, mask = data
+  module = GraphTransfer(mode="uniform")
+  variables = module.init(jax.random.PRNGKey(0), h, None, mask)
+  assert set(variables["params"]) == {"fusion"}
+  assert variables["params"]["fusion"]["linear"]["kernel"].shape == (2 * D, D)
+  out = module.apply(variables, h, None, mask)
+  expected = GatedFusion().apply({"params": variables["params"]["fusion"]}, h,
+                                 uniform_graphs(mask)[:, None], mask)
+  np.testing.assert_array_equal(out, expected)
+
+
+def test_none_returns_h_unchanged(data):
+  h, graphs, mask = data
+  module = GraphTransfer(mode="none")
+  variables = module.init(jax.random.PRNGKey(0), h, graphs, mask)
+  assert not variables.get("params")
+  assert module.apply(variables, h, graphs, mask) is h
+  assert module.apply(variables, h, None, mask) is h
+
+
+@pytest.mark.parametrize("mode,conditioned", [("glomo", True), ("glomo", False),
+                                              ("uniform", True)])
+def test_padding_never_leaks(data, mode, conditioned):
+  h, graphs, mask = data
+  module = GraphTransfer(mode=mode, num_layers=L, conditioned=conditioned)
+  variables = module.init(jax.random.PRNGKey(0), h, graphs, mask)
+  out = np.asarray(module.apply(variables, h, graphs, mask))
+  rng = np.random.default_rng(5)
+  pad = ~mask
+  h2 = h.copy()
+  h2[pad] = 1e3 * rng.standard_normal((pad.sum(), D))
+  graphs2 = graphs.copy()                    # garbage in padding rows and columns
+  pair = mask[:, :, None] & mask[:, None, :]
+  noise = rng.uniform(0, 5, graphs.shape).astype(np.float32)
+  graphs2 = np.where(pair[:, None, None], graphs2, noise)
+  out2 = np.asarray(module.apply(variables, h2, graphs2, mask))
+  np.testing.assert_array_equal(out2[mask], out[mask])
+  # and real positions see the same as in an unpadded batch of the real part
+  n = mask[1].sum()
+  alone = module.apply(variables, h[1:, :n], graphs[1:, :, :, :n, :n], mask[1:, :n])
+  np.testing.assert_allclose(alone[0], out[1, :n], rtol=1e-5, atol=1e-6)
+
+
+def test_no_gradient_reaches_the_graphs(data):
+  h, graphs, mask = data
+  module = GraphTransfer(num_layers=L)
+  variables = module.init(jax.random.PRNGKey(0), h, graphs, mask)
+  target = np.random.default_rng(3).standard_normal((B, T, 2 * D)).astype(np.float32)
+
+  def loss(params, graphs):
+    out = module.apply({"params": params}, h, graphs, mask)
+    return jnp.sum(out * target)
+
+  d_params, d_graphs = jax.jit(jax.grad(loss, argnums=(0, 1)))(variables["params"],
+                                                              graphs)
+  np.testing.assert_array_equal(d_graphs, 0.0)
+  for path, leaf in jax.tree_util.tree_leaves_with_path(d_params):
+    assert np.abs(np.asarray(leaf)).max() > 0, jax.tree_util.keystr(path)
+
+
+def test_bad_inputs_are_rejected(data):
+  h, graphs, mask = data
+  with pytest.raises(ValueError, match="mode"):
+    GraphTransfer(mode="self").init(jax.random.PRNGKey(0), h, graphs, mask)
+  with pytest.raises(ValueError, match="2L=6"):
+    GraphTransfer(num_layers=3).init(jax.random.PRNGKey(0), h, graphs, mask)
+  with pytest.raises(ValueError, match="needs the predictor"):
+    GraphTransfer(num_layers=L).init(jax.random.PRNGKey(0), h, None, mask)

@@ -1,0 +1,211 @@
+"""End to end with a real tiny exported predictor: word graphs, long inputs,
+the dataset cache, and GraphTransfer on the result."""
+import copy
+import json
+import os
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+
+from glomo_jax import GLoMo, ModelConfig
+from glomo_jax.data.tokenizer import train_tokenizer
+from glomo_jax.export import export_graph_predictor, load_graph_predictor
+from glomo_jax.transfer import (GraphTransfer, cached_word_graphs, encode_word_lists,
+                                word_graphs)
+from glomo_jax.transfer import cache as cache_lib
+
+SENTENCES = ["the cat sat on the mat .", "a dog ran in the park .",
+             "the bird sang a song .", "my cat likes the dog .",
+             "unbelievable things happened yesterday ."]
+DATASET = [s.split() for s in SENTENCES] + [
+    "the dog sang .".split(), "a cat".split(), ["park"],
+    "the mat on the cat sat in the park with a dog and a bird .".split()]
+W = 8
+
+
+def graph_variables(config, seed=0):
+  """Random variables of `GLoMo(config)`'s exported subset: the tree of its
+  init through `GLoMo.graphs` (traced abstractly: nothing is compiled),
+  filled from numpy; BatchNorm variances positive, thresholds lowered so that
+  every head has weight."""
+  shapes = jax.eval_shape(lambda: GLoMo(config).init(
+      jax.random.PRNGKey(0), jnp.ones((1, 6), jnp.int32), method=GLoMo.graphs))
+  rng = np.random.default_rng(seed)
+  def fill(path, spec):
+    name = jax.tree_util.keystr(path)
+    if "'var'" in name:
+      return jnp.asarray(rng.uniform(0.5, 1.5, spec.shape), spec.dtype)
+    value = 0.3 * rng.standard_normal(spec.shape)
+    if "threshold_bias" in name:
+      value -= 2.0
+    return jnp.asarray(value, spec.dtype)
+  return jax.tree_util.tree_map_with_path(fill, dict(shapes))
+
+
+@pytest.fixture(scope="module")
+def predictor(tmp_path_factory):
+  """A GLoMo(tiny) graph predictor, exported and loaded back; a 30-piece
+  unigram tokenizer splits most words into several pieces."""
+  config = ModelConfig.tiny()
+  root = tmp_path_factory.mktemp("transfer")
+  tokenizer = train_tokenizer(SENTENCES, 30, str(root / "tok") + "/")
+  path = export_graph_predictor(str(root / "export"), config, graph_variables(config),
+                                tokenizer)
+  return load_graph_predictor(path)
+
+
+def reference_word_graphs(predictor, word_lists, max_words):
+  """Piece graphs from predict, pooled to words with explicit loops."""
+  tok = predictor.tokenizer
+  tokens, piece_mask, unit, word_mask = encode_word_lists(tok, word_lists, max_words)
+  pieces = np.asarray(predictor.predict(predictor.variables, tokens, piece_mask),
+                      np.float64)
+  out = np.zeros(pieces.shape[:3] + (max_words, max_words))
+  for b in range(len(word_lists)):
+    for u in range(max_words):
+      rows = np.flatnonzero(unit[b] == u)
+      if not rows.size:
+        continue
+      row = pieces[b, :, :, rows].mean(0)                      # [2L, K, P]
+      for v in range(max_words):
+        out[b, :, :, u, v] = row[..., unit[b] == v].sum(-1)
+  total = out.sum(-1, keepdims=True)
+  return np.where(total > 0, out / np.where(total > 0, total, 1), 0), word_mask
+
+
+def test_word_graphs_follow_the_alignment_rule(predictor):
+  words = DATASET[:4] + DATASET[-1:]
+  graphs, mask = word_graphs(predictor, None, words, W)
+  c = predictor.config
+  assert graphs.shape == (5, 2 * c.num_graph_layers, c.num_heads, W, W)
+  assert graphs.dtype == np.float32
+  np.testing.assert_array_equal(mask.sum(1), [min(len(x), W) for x in words])
+  expected, expected_mask = reference_word_graphs(predictor, words, W)
+  np.testing.assert_array_equal(mask, expected_mask)
+  np.testing.assert_allclose(graphs, expected, rtol=1e-5, atol=1e-6)
+  # several pieces per word really happen, and every head has weight
+  _, _, unit, _ = encode_word_lists(predictor.tokenizer, words, W)
+  assert np.bincount(unit[0][unit[0] >= 0]).max() > 1
+  assert np.all(graphs.sum((-1, -2)) > 0)
+  sums = graphs.sum(-1)
+  assert np.all((np.abs(sums - 1) < 1e-5) | (sums == 0))
+  pad = ~mask
+  assert np.all(graphs.transpose(0, 3, 1, 2, 4)[pad] == 0)     # padding rows
+  assert np.all(graphs.transpose(0, 4, 1, 2, 3)[pad] == 0)     # padding columns
+  # forward layers read earlier (or the same) words, backward later (or same)
+  L = c.num_graph_layers
+  assert np.all(np.triu(graphs[:, :L], 1) == 0)
+  assert np.all(np.tril(graphs[:, L:], -1) == 0)
+
+
+def test_long_input_runs_and_is_causal(predictor):
+  """The predictor has no position embeddings: it runs past the authors'
+  200-token pretraining windows. Forward graphs are causal, so the first words
+  of a long text get the same forward graphs as those words alone."""
+  rng = np.random.default_rng(0)
+  vocab = sorted({w for s in SENTENCES for w in s.split()})
+  long_words = [vocab[i] for i in rng.integers(0, len(vocab), 160)]
+  tokens, _, _, _ = encode_word_lists(predictor.tokenizer, [long_words], 160)
+  assert tokens.shape[1] > 200
+  graphs, mask = word_graphs(predictor, None, [long_words], 160)
+  assert mask.all() and np.isfinite(graphs).all()
+  sums = graphs.sum(-1)
+  assert np.all((np.abs(sums - 1) < 1e-5) | (sums == 0))
+  assert np.count_nonzero(sums[..., 100:]) > 0
+  L, n = predictor.config.num_graph_layers, 10
+  prefix, _ = word_graphs(predictor, None, [long_words[:n]], n)
+  np.testing.assert_allclose(graphs[:, :L, :, :n, :n], prefix[:, :L], rtol=1e-4,
+                             atol=1e-5)
+
+
+def test_cache_float32_equals_on_the_fly_and_is_reused(predictor, tmp_path,
+                                                       monkeypatch):
+  batch = 4
+  cache = cached_word_graphs(str(tmp_path), predictor, DATASET, W, dtype="float32",
+                             batch_size=batch)
+  assert len(cache) == len(DATASET)
+  for start in range(0, len(DATASET), batch):
+    fly, fly_mask = word_graphs(predictor, None, DATASET[start:start + batch], W)
+    got, got_mask = cache.get(range(start, min(start + batch, len(DATASET))))
+    np.testing.assert_array_equal(got, fly)
+    np.testing.assert_array_equal(got_mask, fly_mask)
+  last, _ = cache.get([len(DATASET) - 1])
+  np.testing.assert_array_equal(cache.get([-1])[0], last)
+  np.testing.assert_array_equal(cache.get(slice(-1, None))[0], last)
+  with pytest.raises(IndexError):
+    cache.get([len(DATASET)])
+  # only the real words' blocks are stored
+  per = 2 * predictor.config.num_graph_layers * predictor.config.num_heads
+  assert cache.meta["total_values"] == per * sum(min(len(x), W) ** 2 for x in DATASET)
+
+  def no_build(*args, **kwargs):
+    raise AssertionError("an existing cache was rebuilt")
+  monkeypatch.setattr(cache_lib, "_build", no_build)
+  again = cached_word_graphs(str(tmp_path), predictor, DATASET, W, dtype="float32")
+  assert again.path == cache.path
+
+
+def test_cache_float16_within_half_precision(predictor, tmp_path):
+  cache = cached_word_graphs(str(tmp_path), predictor, DATASET, W, batch_size=4)
+  assert cache.meta["dtype"] == "float16"
+  fly, _ = word_graphs(predictor, None, DATASET[:4], W)
+  got, _ = cache.get(range(4))
+  assert not np.array_equal(got, fly)                          # it is rounded
+  np.testing.assert_allclose(got, fly, rtol=2.0 ** -11, atol=2.0 ** -25)
+
+
+def test_stale_caches_are_never_reused(predictor, tmp_path):
+  base = cached_word_graphs(str(tmp_path), predictor, DATASET[:3], W, dtype="float32")
+  other_data = cached_word_graphs(str(tmp_path), predictor,
+                                  DATASET[:2] + [DATASET[3]], W, dtype="float32")
+  other_width = cached_word_graphs(str(tmp_path), predictor, DATASET[:3], W + 1,
+                                   dtype="float32")
+  other_export = copy.copy(predictor)
+  other_export.manifest = dict(predictor.manifest, content_sha256="0" * 64)
+  other_model = cached_word_graphs(str(tmp_path), other_export, DATASET[:3], W,
+                                   dtype="float32")
+  paths = {base.path, other_data.path, other_width.path, other_model.path}
+  assert len(paths) == 4
+  np.testing.assert_array_equal(other_data.get([2])[0],
+                                word_graphs(predictor, None, [DATASET[3]], W)[0])
+  # a cache whose manifest does not match the request is refused
+  meta_path = os.path.join(base.path, "meta.json")
+  with open(meta_path) as f:
+    meta = json.load(f)
+  meta["content_sha256"] = "f" * 64
+  with open(meta_path, "w") as f:
+    json.dump(meta, f)
+  with pytest.raises(ValueError, match="stale"):
+    cached_word_graphs(str(tmp_path), predictor, DATASET[:3], W, dtype="float32")
+  unkeyed = copy.copy(predictor)
+  unkeyed.manifest = {}
+  with pytest.raises(ValueError, match="content_sha256"):
+    cached_word_graphs(str(tmp_path), unkeyed, DATASET[:3], W)
+
+
+def test_graph_transfer_on_word_graphs(predictor):
+  words = DATASET[:4]
+  graphs, mask = word_graphs(predictor, None, words, W)
+  vocab = {w: i for i, w in enumerate(sorted({w for s in words for w in s}))}
+  ids = np.zeros((len(words), W), np.int32)
+  for b, s in enumerate(words):
+    ids[b, :len(s)] = [vocab[w] for w in s[:W]]
+  table = np.random.default_rng(0).standard_normal((len(vocab), 6)).astype(np.float32)
+  h = jnp.asarray(table)[ids]
+  module = GraphTransfer(num_layers=predictor.config.num_graph_layers)
+  variables = jax.jit(module.init)(jax.random.PRNGKey(0), h, graphs, mask)
+  out = np.asarray(jax.jit(module.apply)(variables, h, graphs, mask))
+  assert out.shape == (len(words), W, 12) and np.isfinite(out).all()
+  np.testing.assert_array_equal(out[..., :6], h)
+  # the transferred graphs matter: other graphs give other outputs at real words
+  shuffled = np.asarray(jax.jit(module.apply)(variables, h, graphs[::-1], mask[::-1]))
+  assert np.abs(shuffled - out)[mask & mask[::-1]].max() > 1e-4
+
+
+def test_a_foreign_tokenizer_is_refused(predictor, tmp_path):
+  other = train_tokenizer(SENTENCES[::-1] + ["zebra"], 28, str(tmp_path) + "/")
+  assert other.fingerprint != predictor.tokenizer.fingerprint
+  with pytest.raises(ValueError, match="vocabulary mismatch"):
+    word_graphs(predictor, other, DATASET[:2], W)
