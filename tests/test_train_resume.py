@@ -160,3 +160,18 @@ def test_sigterm_saves_a_checkpoint_and_the_next_run_resumes(tmp_path):
   out = run(cmd[:-2] + ["--config.num_steps=%d" % (saved[0] + 2), "--config.log_every=1"])
   assert out.returncode == 0, out.stderr[-3000:]
   assert f"resumed from the checkpoint at step {saved[0]}" in out.stderr
+
+
+def test_the_train_step_compiles_once_across_evaluations_and_saves(tmp_path, caplog):
+  sys.path.insert(0, REPO)
+  from experiments.configs import demo  # noqa: PLC0415
+  cfg = demo.get_config("tiny")
+  cfg.num_steps, cfg.checkpoint_every, cfg.eval_every, cfg.export = 6, 2, 2, False
+  jax.config.update("jax_log_compiles", True)
+  try:
+    with caplog.at_level(logging.WARNING):
+      summary = train_and_evaluate(TrainConfig.from_dict(cfg.to_dict()), str(tmp_path))
+  finally:
+    jax.config.update("jax_log_compiles", False)
+  assert summary["step"] == 6
+  assert caplog.text.count("Compiling jit(train_step)") == 1

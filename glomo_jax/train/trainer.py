@@ -266,8 +266,11 @@ def _run(config: TrainConfig, workdir: str, preemption: _Preemption) -> dict[str
       ev = evaluate(state)
       best, bad, scale = plateau.update(ev["loss"], float(state.best_eval),
                                         int(state.bad_evals), float(state.lr_scale))
-      state = state.replace(best_eval=jnp.float32(best), bad_evals=jnp.int32(bad),
-                            lr_scale=jnp.float32(scale))
+      # placed like the rest of the state, so the train step is not recompiled
+      state = state.replace(
+          best_eval=jax.device_put(jnp.float32(best), state_sh.best_eval),
+          bad_evals=jax.device_put(jnp.int32(bad), state_sh.bad_evals),
+          lr_scale=jax.device_put(jnp.float32(scale), state_sh.lr_scale))
       logger.info("eval at step %d: loss %.4f (best %.4f)%s", step, ev["loss"], best,
                   "".join(f"  {k} {v:.3f}" for k, v in ev.items()
                           if k in ("arc_own_best", "arc_predicting_best", "arc_predicting_chance")))
