@@ -1,0 +1,456 @@
+"""IMDB and NLI (MNLI, SNLI) data: reading, validation split, batching.
+
+Two sources, the same result (a `TaskData` of tokenized `Split`s):
+
+* ``tfds``: ``imdb_reviews`` (features text, label; splits train / test),
+  ``glue/mnli`` (premise, hypothesis, label; train, validation_matched,
+  validation_mismatched), ``snli`` (premise, hypothesis, label; train,
+  validation, test). Examples labelled -1 (no gold label, hidden test labels)
+  are dropped. TFDS label order is the one used here: IMDB 0 = negative,
+  1 = positive; NLI 0 = entailment, 1 = neutral, 2 = contradiction.
+* ``files``: JSON lines (plain, ``.gz`` or ``.xz``), one example per line:
+  IMDB ``{"text": str, "label": 0|1}``; NLI ``{"premise": str, "hypothesis":
+  str, "label": "entailment"|"neutral"|"contradiction"}`` (or the ids 0–2;
+  ``"-"`` / -1 are dropped). Other keys are ignored. This is the layout of
+  /work/shared/data/{imdb,mnli,snli}.
+
+Splits of a `TaskData`: ``train``; ``validation`` (for early stopping:
+carved from train, a seeded, disjoint random ``val_fraction`` of it, unless a
+validation split is named); and the evaluation splits reported as results:
+IMDB/SNLI ``test``; MNLI ``matched`` and ``mismatched`` (the official
+validation_matched / validation_mismatched sets — MNLI's test labels are
+hidden; this is what the GLoMo paper reports).
+
+`batches` pads each batch to its longest text (per text field), cut to
+``max_words``, optionally rounded up to a multiple (fewer jit shapes), and
+shuffles deterministically from (seed, epoch).
+"""
+from __future__ import annotations
+
+import dataclasses
+import importlib
+import json
+import logging
+from typing import Any, Callable, Iterable, Iterator, Mapping, Sequence
+
+import numpy as np
+
+from glomo_jax.tasks.glove import open_text
+from glomo_jax.tasks.words import Vocabulary, tokenize
+
+logger = logging.getLogger(__name__)
+
+NLI_LABELS = ("entailment", "neutral", "contradiction")
+IMDB_LABELS = ("negative", "positive")
+
+
+@dataclasses.dataclass(frozen=True)
+class TaskSpec:
+  """What a task reads.
+
+  Attributes:
+    text_fields: the text features / JSON keys (model inputs, in order).
+    label_names: class names by id.
+    tfds_name: the TFDS dataset.
+    tfds_splits: {our split name: TFDS split}; 'train' included.
+  """
+  text_fields: tuple[str, ...]
+  label_names: tuple[str, ...]
+  tfds_name: str
+  tfds_splits: Mapping[str, str]
+
+
+TASKS: dict[str, TaskSpec] = {
+    "imdb": TaskSpec(("text",), IMDB_LABELS, "imdb_reviews",
+                     {"train": "train", "test": "test"}),
+    "mnli": TaskSpec(("premise", "hypothesis"), NLI_LABELS, "glue/mnli",
+                     {"train": "train", "matched": "validation_matched",
+                      "mismatched": "validation_mismatched"}),
+    "snli": TaskSpec(("premise", "hypothesis"), NLI_LABELS, "snli",
+                     {"train": "train", "test": "test"}),
+}
+
+
+@dataclasses.dataclass
+class Split:
+  """Tokenized examples of one split.
+
+  Attributes:
+    texts: {field: N word lists}.
+    labels: int32 [N].
+  """
+  texts: dict[str, list[list[str]]]
+  labels: np.ndarray
+
+  def __post_init__(self):
+    self.labels = np.asarray(self.labels, np.int32).reshape(-1)
+    for field, rows in self.texts.items():
+      if len(rows) != len(self.labels):
+        raise ValueError(f"field {field!r} has {len(rows)} texts for "
+                         f"{len(self.labels)} labels")
+
+  def __len__(self) -> int:
+    return len(self.labels)
+
+  def subset(self, indices: Sequence[int]) -> "Split":
+    """The examples at `indices`, in that order."""
+    indices = [int(i) for i in indices]
+    return Split({f: [rows[i] for i in indices] for f, rows in self.texts.items()},
+                 self.labels[indices] if indices else self.labels[:0])
+
+  def lengths(self, field: str) -> np.ndarray:
+    """Words per example of `field`, int64 [N]."""
+    return np.fromiter(map(len, self.texts[field]), np.int64, len(self))
+
+  def fingerprint_keys(self) -> list[tuple]:
+    """One hashable key per example (its words and label); for tests."""
+    fields = sorted(self.texts)
+    return [tuple(tuple(self.texts[f][i]) for f in fields) + (int(self.labels[i]),)
+            for i in range(len(self))]
+
+
+@dataclasses.dataclass
+class TaskData:
+  """A task's splits.
+
+  Attributes:
+    task: 'imdb', 'mnli' or 'snli'.
+    splits: {'train', 'validation', evaluation splits...: Split}.
+    text_fields: model inputs, e.g. ('premise', 'hypothesis').
+    label_names: class names by id.
+    eval_splits: the splits reported as results (e.g. ('matched', 'mismatched')).
+  """
+  task: str
+  splits: dict[str, Split]
+  text_fields: tuple[str, ...]
+  label_names: tuple[str, ...]
+  eval_splits: tuple[str, ...]
+
+  @property
+  def num_classes(self) -> int:
+    return len(self.label_names)
+
+  def __getitem__(self, name: str) -> Split:
+    return self.splits[name]
+
+  def build_vocabulary(self, *, min_count: int = 1, max_size: int | None = None
+                       ) -> Vocabulary:
+    """Vocabulary of the training split (all text fields)."""
+    train = self.splits["train"]
+    return Vocabulary.build((w for f in self.text_fields for w in train.texts[f]),
+                            min_count=min_count, max_size=max_size)
+
+  def summary(self) -> str:
+    return ", ".join(f"{name} {len(split)}" for name, split in self.splits.items())
+
+
+# ---- reading --------------------------------------------------------------------
+def read_jsonl(path: str) -> Iterator[dict]:
+  """JSON objects of a JSON-lines file (plain, .gz or .xz); blank lines skipped."""
+  with open_text(path) as f:
+    for number, line in enumerate(f, 1):
+      if not line.strip():
+        continue
+      try:
+        record = json.loads(line)
+      except json.JSONDecodeError as e:
+        raise ValueError(f"{path}:{number}: invalid JSON ({e})") from None
+      if not isinstance(record, dict):
+        raise ValueError(f"{path}:{number}: not a JSON object")
+      yield record
+
+
+def _label_id(value: Any, names: Sequence[str], where: str) -> int | None:
+  """Label id of a string name or an int; None for 'no gold label'."""
+  if isinstance(value, (bytes, np.bytes_)):
+    value = value.decode("utf-8")
+  if isinstance(value, str):
+    name = value.strip().lower()
+    if name in ("-", ""):
+      return None
+    if name in names:
+      return names.index(name)
+    if name.lstrip("-").isdigit():
+      value = int(name)
+    else:
+      raise ValueError(f"{where}: unknown label {value!r} (expected one of {list(names)})")
+  value = int(np.asarray(value).item()) if not isinstance(value, (int, bool)) else int(value)
+  if value == -1:
+    return None
+  if not 0 <= value < len(names):
+    raise ValueError(f"{where}: label {value} out of range [0, {len(names)})")
+  return value
+
+
+def _text(value: Any) -> str:
+  if hasattr(value, "item") and getattr(value, "shape", None) == ():
+    value = value.item()
+  if isinstance(value, (bytes, np.bytes_)):
+    value = value.decode("utf-8")
+  if not isinstance(value, str):
+    raise TypeError(f"expected text, got {type(value).__name__}")
+  return value
+
+
+def _tokenized_split(records: Iterable[Mapping[str, Any]], spec: TaskSpec, where: str,
+                     tokenizer: Callable[[str], list[str]]) -> Split:
+  texts: dict[str, list[list[str]]] = {f: [] for f in spec.text_fields}
+  labels: list[int] = []
+  dropped = 0
+  for number, record in enumerate(records, 1):
+    here = f"{where} example {number}"
+    missing = [k for k in spec.text_fields + ("label",) if k not in record]
+    if missing:
+      raise ValueError(f"{here}: missing {missing} (has {sorted(record)})")
+    label = _label_id(record["label"], spec.label_names, here)
+    if label is None:
+      dropped += 1
+      continue
+    for f in spec.text_fields:
+      texts[f].append(tokenizer(_text(record[f])))
+    labels.append(label)
+  if dropped:
+    logger.info("%s: dropped %d examples without a gold label", where, dropped)
+  return Split(texts, np.asarray(labels, np.int32))
+
+
+def _tfds_records(name: str, split: str, data_dir: str | None, reader: str,
+                  download: bool) -> Iterable[Mapping[str, Any]]:
+  import tensorflow_datasets as tfds  # heavy; only for this source
+
+  builder = tfds.builder(name, data_dir=data_dir)
+  if download:
+    builder.download_and_prepare()
+  if reader == "auto":
+    fmt = getattr(builder.info, "file_format", None)
+    reader = "data_source" if getattr(fmt, "value", fmt) == "array_record" else "tf"
+  if reader == "data_source":
+    source = builder.as_data_source(split=split)
+    return (source[i] for i in range(len(source)))
+  if reader != "tf":
+    raise ValueError(f"unknown tfds_reader {reader!r}: 'auto', 'tf' or 'data_source'")
+  importlib.import_module("tensorflow")
+  return tfds.as_numpy(builder.as_dataset(split=split, shuffle_files=False))
+
+
+def read_split(task: str, source: str, location: str, *, data_dir: str | None = None,
+               tfds_reader: str = "auto", download: bool = False,
+               tokenizer: Callable[[str], list[str]] = tokenize) -> Split:
+  """One tokenized split.
+
+  Args:
+    task: 'imdb', 'mnli' or 'snli'.
+    source: 'tfds' (location = TFDS split, e.g. 'validation_matched') or
+      'files' (location = path of a JSON-lines file).
+    data_dir, tfds_reader, download: TFDS options ('auto' reads ArrayRecord
+      with the data_source reader, anything else with tf.data).
+    tokenizer: text → words.
+  """
+  spec = _spec(task)
+  if source == "tfds":
+    records = _tfds_records(spec.tfds_name, location, data_dir, tfds_reader, download)
+    where = f"tfds {spec.tfds_name!r} split {location!r}"
+  elif source == "files":
+    records = read_jsonl(location)
+    where = str(location)
+  else:
+    raise ValueError(f"unknown source {source!r}: 'tfds' or 'files'")
+  return _tokenized_split(records, spec, where, tokenizer)
+
+
+def _spec(task: str) -> TaskSpec:
+  if task not in TASKS:
+    raise ValueError(f"unknown task {task!r}: one of {sorted(TASKS)}")
+  return TASKS[task]
+
+
+# ---- validation split and subsets ------------------------------------------------
+def split_validation(split: Split, fraction: float, seed: int = 0
+                     ) -> tuple[Split, Split]:
+  """(rest, validation): a seeded random `fraction` of `split` held out.
+
+  Both keep the original order; they are disjoint and together are `split`.
+  The same (N, fraction, seed) always gives the same partition. At least one
+  example is held out when fraction > 0 (and none when it is 0).
+  """
+  if not 0.0 <= fraction < 1.0:
+    raise ValueError(f"validation fraction must be in [0, 1), got {fraction}")
+  n = len(split)
+  count = 0 if fraction == 0 else min(n - 1, max(1, int(round(fraction * n))))
+  order = np.random.default_rng(seed).permutation(n)
+  held = np.zeros(n, bool)
+  held[order[:count]] = True
+  return split.subset(np.flatnonzero(~held)), split.subset(np.flatnonzero(held))
+
+
+def random_subset(split: Split, size: int | None, seed: int = 0) -> Split:
+  """A seeded random subset of `size` examples (original order kept)."""
+  if size is None or size >= len(split):
+    return split
+  keep = np.sort(np.random.default_rng(seed).permutation(len(split))[:size])
+  return split.subset(keep)
+
+
+def load_task(task: str, source: str = "tfds", *, files: Mapping[str, str] | None = None,
+              validation: str | None = None, val_fraction: float = 0.1, seed: int = 0,
+              max_train_examples: int | None = None,
+              max_eval_examples: int | None = None, data_dir: str | None = None,
+              tfds_reader: str = "auto", download: bool = False,
+              tokenizer: Callable[[str], list[str]] = tokenize) -> TaskData:
+  """Reads and tokenizes a task.
+
+  Args:
+    task: 'imdb', 'mnli' or 'snli'.
+    source: 'tfds' or 'files'.
+    files: for source='files': {split name: path}, 'train' required; a
+      'validation' entry is used as the validation split (nothing carved);
+      every other entry becomes an evaluation split (e.g. {'test': ...}).
+    validation: for source='tfds': a TFDS split to use as validation instead of
+      carving one (e.g. 'validation' of snli).
+    val_fraction: share of train carved out as validation (seeded by `seed`).
+    seed: seed of the validation split and of the subsets.
+    max_train_examples: a seeded random subset of train (after carving).
+    max_eval_examples: same for validation and evaluation splits.
+    data_dir, tfds_reader, download: TFDS options (see `read_split`).
+    tokenizer: text → words.
+
+  Returns:
+    TaskData with splits train, validation and the evaluation splits.
+  """
+  spec = _spec(task)
+  read = lambda loc: read_split(task, source, loc, data_dir=data_dir,  # noqa: E731
+                                tfds_reader=tfds_reader, download=download,
+                                tokenizer=tokenizer)
+  if source == "tfds":
+    locations = dict(spec.tfds_splits)
+    if validation is not None:
+      locations["validation"] = validation
+  elif source == "files":
+    if not files or "train" not in files:
+      raise ValueError("source='files' needs files={'train': path, ...}")
+    if validation is not None:
+      raise ValueError("with source='files' name the validation file in files")
+    locations = dict(files)
+  else:
+    raise ValueError(f"unknown source {source!r}: 'tfds' or 'files'")
+
+  splits = {name: read(loc) for name, loc in locations.items()}
+  if "validation" not in splits:
+    splits["train"], splits["validation"] = split_validation(
+        splits["train"], val_fraction, seed)
+  splits["train"] = random_subset(splits["train"], max_train_examples, seed)
+  for name in splits:
+    if name != "train":
+      splits[name] = random_subset(splits[name], max_eval_examples, seed)
+  eval_splits = tuple(n for n in splits if n not in ("train", "validation"))
+  ordered = {n: splits[n] for n in ("train", "validation") + eval_splits}
+  data = TaskData(task, ordered, spec.text_fields, spec.label_names, eval_splits)
+  logger.info("%s (%s): %s", task, source, data.summary())
+  return data
+
+
+# ---- batching ---------------------------------------------------------------------
+def _round_up(n: int, multiple: int) -> int:
+  return -(-n // multiple) * multiple
+
+
+def make_batch(split: Split, indices: Sequence[int], vocab: Vocabulary, *,
+               max_words: int | None = None, length_multiple: int = 1,
+               batch_size: int | None = None) -> dict[str, Any]:
+  """One padded batch of the examples at `indices`.
+
+  Args:
+    split: the examples.
+    indices: which (B ≤ batch_size of them).
+    vocab: word → id.
+    max_words: cut every text to this many words.
+    length_multiple: round each field's W up to a multiple (never past max_words).
+    batch_size: pad the batch with empty rows (weight 0) to this many.
+
+  Returns:
+    {field: int32 [B, W_f], field + '_mask': bool [B, W_f], field + '_words':
+    B word lists (as cut; [] for padding rows), 'label': int32 [B],
+    'weight': float32 [B] (1 real, 0 padding row), 'index': int64 [B]
+    (position in split, -1 for padding rows)}. W_f = the field's longest cut
+    text in the batch (≥ 1), rounded up.
+  """
+  indices = [int(i) for i in indices]
+  size = len(indices) if batch_size is None else batch_size
+  if len(indices) > size:
+    raise ValueError(f"{len(indices)} examples for a batch of {size}")
+  pad = size - len(indices)
+  batch: dict[str, Any] = {}
+  for field in split.texts:
+    words = [split.texts[field][i][:max_words] if max_words is not None
+             else split.texts[field][i] for i in indices] + [[] for _ in range(pad)]
+    longest = max(1, max(map(len, words)))
+    length = _round_up(longest, max(1, length_multiple))
+    if max_words is not None:
+      length = max(longest, min(length, max_words))
+    batch[field], batch[field + "_mask"] = vocab.encode_batch(words, length=length)
+    batch[field + "_words"] = words
+  batch["label"] = np.concatenate([split.labels[indices], np.zeros(pad, np.int32)])
+  batch["weight"] = np.concatenate([np.ones(len(indices), np.float32),
+                                    np.zeros(pad, np.float32)])
+  batch["index"] = np.asarray(indices + [-1] * pad, np.int64)
+  return batch
+
+
+def batch_order(split: Split, batch_size: int, *, shuffle: bool = False, seed: int = 0,
+                epoch: int = 0, drop_remainder: bool = False,
+                bucket_batches: int = 0, bucket_field: str | None = None
+                ) -> list[np.ndarray]:
+  """Index arrays of one epoch's batches (deterministic in seed and epoch).
+
+  Args:
+    split: the examples.
+    batch_size: B.
+    shuffle: permute with numpy's default_rng([seed, epoch]).
+    drop_remainder: leave out the last, short batch.
+    bucket_batches: if > 0 (with shuffle), examples are sorted by length
+      (of `bucket_field`, default the first field) within windows of
+      bucket_batches · B shuffled examples, cut into batches, and the batches
+      shuffled: less padding, same randomness source.
+  """
+  if batch_size < 1:
+    raise ValueError(f"batch_size must be >= 1, got {batch_size}")
+  n = len(split)
+  if not shuffle:
+    order = np.arange(n)
+    batches = [order[i:i + batch_size] for i in range(0, n, batch_size)]
+  else:
+    rng = np.random.default_rng([seed, epoch])
+    order = rng.permutation(n)
+    if bucket_batches > 0:
+      field = bucket_field or next(iter(split.texts))
+      lengths = split.lengths(field)
+      window = bucket_batches * batch_size
+      chunks = []
+      for start in range(0, n, window):
+        part = order[start:start + window]
+        chunks.append(part[np.argsort(lengths[part], kind="stable")])
+      order = np.concatenate(chunks) if chunks else order
+    batches = [order[i:i + batch_size] for i in range(0, n, batch_size)]
+    if bucket_batches > 0:
+      batches = [batches[i] for i in rng.permutation(len(batches))]
+  if drop_remainder:
+    batches = [b for b in batches if len(b) == batch_size]
+  return batches
+
+
+def batches(split: Split, vocab: Vocabulary, batch_size: int, *,
+            max_words: int | None = None, shuffle: bool = False, seed: int = 0,
+            epoch: int = 0, drop_remainder: bool = False, pad_final: bool = False,
+            length_multiple: int = 1, bucket_batches: int = 0
+            ) -> Iterator[dict[str, Any]]:
+  """One epoch of padded batches (`make_batch` layout, `batch_order` order).
+
+  pad_final: pad a short last batch with empty rows (weight 0) to batch_size,
+  so every batch has B = batch_size (one jit shape for evaluation).
+  """
+  for indices in batch_order(split, batch_size, shuffle=shuffle, seed=seed,
+                             epoch=epoch, drop_remainder=drop_remainder,
+                             bucket_batches=bucket_batches):
+    yield make_batch(split, indices, vocab, max_words=max_words,
+                     length_multiple=length_multiple,
+                     batch_size=batch_size if pad_final else None)
