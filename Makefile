@@ -4,7 +4,7 @@ PY ?= python3
 VENV ?= .venv
 BIN := $(VENV)/bin
 
-.PHONY: install install-test test demo equivalence clean
+.PHONY: install install-test test demo equivalence bench clean
 
 $(BIN)/python:
 	$(PY) -m venv $(VENV)
@@ -27,6 +27,17 @@ demo: install
 equivalence: install-test
 	$(BIN)/pip install -q 'torch==2.13.0'
 	JAX_PLATFORMS=cpu $(BIN)/python benchmarks/torch_equivalence.py
+
+# glomo_jax vs the PyTorch peer on the `small` config (alternating fresh
+# processes; torch's CPU wheel if torch is missing); results in
+# benchmarks/results/ (git-ignored). Extra flags:
+# make bench BENCH_ARGS="--rounds 3 --steps 12"
+PEER ?= ../shared/peers/glomo_torch_reference.py
+BENCH_ARGS ?=
+bench: install
+	$(BIN)/python -c "import torch" 2>/dev/null || \
+	  $(BIN)/pip install -q 'torch==2.13.0' --index-url https://download.pytorch.org/whl/cpu
+	$(BIN)/python benchmarks/pretrain_step.py --config small --peer $(PEER) --rounds 2 $(BENCH_ARGS)
 
 clean:
 	rm -rf $(VENV) build *.egg-info
