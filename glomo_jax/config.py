@@ -60,8 +60,10 @@ class ModelConfig:
       (authors: 0).
     embed_grad_scale_by_freq: divide the embedding lookup's gradient by each
       token's count in the batch (PyTorch ``scale_grad_by_freq``; authors: on).
-    loss_chunk_size: rows of the tied softmax computed at once; bounds memory
-      (no [B·T·D, V] logits array is ever built).
+    loss_chunk_size: rows of the tied softmax computed at once: its memory is
+      O(chunk · V) whatever B·T·D is (at the paper's V = 100k, 512 rows are
+      205 MB of logits; the full [B·T·D, V] array exists only if it is
+      itself no larger than one chunk).
     dtype: compute dtype of matmuls and convolutions. Graph normalisation and
       the softmax cross-entropy always run in at least float32.
     param_dtype: storage dtype of parameters.
@@ -89,7 +91,7 @@ class ModelConfig:
   sentence_length: int = 16
   dropout: float = 0.0
   embed_grad_scale_by_freq: bool = False
-  loss_chunk_size: int = 4096
+  loss_chunk_size: int = 512
   dtype: str = "float32"
   param_dtype: str = "float32"
   bn_momentum: float = 0.9

@@ -120,3 +120,16 @@ def test_embedding_gradient_scaled_by_token_frequency():
   np.testing.assert_allclose(scaled[2], plain[2], rtol=1e-6)
   np.testing.assert_array_equal(scaled[0], 0.0)
   np.testing.assert_array_equal(embedding_lookup(table, ids, True), embedding_lookup(table, ids))
+
+
+def test_im2col_conv_equals_xla_convolution_in_value_and_gradient():
+  from glomo_jax.models.causal_conv import causal_conv1d
+  x = jax.random.normal(jax.random.PRNGKey(0), (2, 7, 5))
+  w = jax.random.normal(jax.random.PRNGKey(1), (3, 5, 4))
+  ref = lambda x, w: jax.lax.conv_general_dilated(x, w, (1,), [(2, 2)],
+                                                  dimension_numbers=("NWC", "WIO", "NWC"))
+  np.testing.assert_allclose(causal_conv1d(x, w, 2, 2), ref(x, w), rtol=1e-5, atol=1e-5)
+  g1 = jax.grad(lambda x, w: jnp.sum(jnp.sin(causal_conv1d(x, w, 2, 0))), (0, 1))(x, w)
+  g2 = jax.grad(lambda x, w: jnp.sum(jnp.sin(ref(x, w)[:, :7])), (0, 1))(x, w)
+  for a, b in zip(g1, g2):
+    np.testing.assert_allclose(a, b, rtol=1e-4, atol=1e-5)

@@ -31,7 +31,7 @@ def test_paper_config_is_the_authors_run():
   from experiments.configs import paper  # noqa: PLC0415
   from glomo_jax import ModelConfig  # noqa: PLC0415
   c = TrainConfig.from_dict(paper.get_config().to_dict())
-  assert c.model == ModelConfig.paper(loss_chunk_size=2048)
+  assert c.model == ModelConfig.paper()
   assert (c.batch_size, c.bptt, c.shift, c.optimizer, c.learning_rate, c.momentum,
           c.clip_norm, c.plateau_patience, c.plateau_factor) == (
               32, 200, 100, "sgd", 8.0, 0.2, 0.25, 3, 0.5)

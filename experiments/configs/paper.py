@@ -24,7 +24,7 @@ from experiments.configs.common import base_config
 
 def get_config(arg: str = ""):
   config = base_config(
-      ModelConfig.paper(loss_chunk_size=2048),
+      ModelConfig.paper(),
       {"source": "tfds", "name": "wikipedia/20230601.en", "split": "train",
        "text_feature": "text", "tfds_reader": "auto"},
       vocab_size=100_000, tokenizer_sample_chars=50_000_000, heldout_fraction=0.001,
