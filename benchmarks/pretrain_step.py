@@ -30,9 +30,9 @@ with ``--worker JOB``, which prints one JSON line):
   relative difference.
 
 Benchmark-only switches (glomo_jax itself is never changed):
-``--conv_impl gemm`` computes the causal convs as im2col + matmul in the
-worker (`patch_conv_gemm`); ``--glibc_tune 1`` starts the glomo_jax workers
-with GLIBC_TUNABLES (one malloc arena, no mmap, no trimming).
+``--malloc_tune 1`` (default) makes the glomo_jax workers call
+start with `glomo_jax.host_memory.MALLOC_TUNABLES` in GLIBC_TUNABLES, the
+peer's own `tune_malloc()` setting plus one arena.
 
 Results are appended as JSON lines to ``<results_dir>/pretrain_step.jsonl``
 and written as markdown (and PNG for sweeps) next to it
@@ -78,8 +78,7 @@ DEFAULT_PEER = os.path.join(REPO, "..", "shared", "peers", "glomo_torch_referenc
 DEFAULT_WIKI = os.path.join(REPO, "..", "shared", "data", "wiki_text")
 DEFAULT_RESULTS = os.path.join(REPO, "benchmarks", "results")
 SWEEP_DEFAULTS = {"T": "100,200,400,800", "B": "4,8,16,32"}
-GLIBC_TUNABLES = ("glibc.malloc.arena_max=1:glibc.malloc.mmap_max=0:"
-                  "glibc.malloc.trim_threshold=18446744073709551615")
+MALLOC_TUNED = False
 
 
 # ---- command line -------------------------------------------------------------
@@ -107,15 +106,9 @@ def build_parser() -> argparse.ArgumentParser:
   p.add_argument("--peer_python", default=sys.executable,
                  help="python that runs the peer (needs torch)")
   p.add_argument("--peer_args", default="", help="extra flags for the peer, e.g. '--conv onednn'")
-  p.add_argument("--conv_impl", choices=["xla", "gemm"], default="xla",
-                 help="xla: glomo_jax as is (lax.conv_general_dilated); gemm: benchmark-only "
-                      "patch computing the same causal conv as im2col + one matmul "
-                      "(see patch_conv_gemm)")
-  p.add_argument("--glibc_tune", type=int, choices=(0, 1), default=0,
-                 help="1: start the glomo_jax workers with GLIBC_TUNABLES: one malloc arena, "
-                      "no mmap for big blocks, no trimming (the peer's mallopt setting plus "
-                      "arena_max=1, since XLA:CPU allocates its temporaries off the main "
-                      "thread, where glibc would mmap them afresh every step)")
+  p.add_argument("--malloc_tune", type=int, choices=(0, 1), default=1,
+                 help="1: glomo_jax workers start with glomo_jax.host_memory.MALLOC_TUNABLES "
+                      "in GLIBC_TUNABLES (as the peer's own --malloc_tune 1 default)")
   p.add_argument("--sweep", choices=["T", "B"], default=None,
                  help="scaling sweep over window length or batch size")
   p.add_argument("--sweep_values", default=None,
@@ -233,40 +226,6 @@ def model_flops(config, bsz: int, bptt: int) -> dict:
   forward = {name: 2 * value for name, value in part.items()}  # two directions
   total = sum(forward.values())
   return {"forward": forward, "forward_total": total, "train": 3 * total}
-
-
-# ---- benchmark-only patch --------------------------------------------------------
-def patch_conv_gemm() -> None:
-  """Replaces jax.lax.conv_general_dilated, in this process only, for the
-  1-D case glomo_jax's causal conv uses (NWC/WIO, stride 1, no dilation, one
-  group) by the same convolution as im2col + one matmul; anything else goes
-  to the original. Same parameters and math; it exists to measure the fix
-  proposed for XLA:CPU's slow kernel-gradient convolution (README.md)."""
-  import jax
-  import jax.numpy as jnp
-  original = jax.lax.conv_general_dilated
-
-  def conv(lhs, rhs, window_strides, padding, lhs_dilation=None, rhs_dilation=None,
-           dimension_numbers=None, feature_group_count=1, batch_group_count=1,
-           precision=None, preferred_element_type=None):
-    unit = (None, (1,), [1])
-    plain = (tuple(dimension_numbers or ()) == ("NWC", "WIO", "NWC") and lhs.ndim == 3
-             and tuple(window_strides) == (1,) and lhs_dilation in unit
-             and rhs_dilation in unit and feature_group_count == 1
-             and batch_group_count == 1 and not isinstance(padding, str))
-    if not plain:
-      return original(lhs, rhs, window_strides, padding, lhs_dilation, rhs_dilation,
-                      dimension_numbers, feature_group_count, batch_group_count,
-                      precision, preferred_element_type)
-    (lo, hi), = padding
-    k, cin, cout = rhs.shape
-    xp = jnp.pad(lhs, ((0, 0), (lo, hi), (0, 0)))
-    n = xp.shape[1] - k + 1
-    cols = jnp.concatenate([xp[:, i:i + n] for i in range(k)], axis=-1)  # [B, n, k·cin]
-    return jnp.dot(cols, rhs.reshape(k * cin, cout), precision=precision,
-                   preferred_element_type=preferred_element_type)
-
-  jax.lax.conv_general_dilated = conv
 
 
 # ---- small helpers --------------------------------------------------------------
@@ -406,8 +365,6 @@ def worker_step(args) -> dict:
   from glomo_jax.train.step import train_step
   from glomo_jax.train.trainer import create_state
 
-  if args.conv_impl == "gemm":
-    patch_conv_gemm()
   mc = model_config(args)
   model = GLoMo(mc)
   tx = make_optimizer("sgd", LR, MOMENTUM, CLIP)
@@ -485,8 +442,7 @@ def worker_step(args) -> dict:
       "sys_s_per_step": round((ru1.ru_stime - ru0.ru_stime) / steps, 4),
       "cpu_util": round((ru1.ru_utime - ru0.ru_utime + ru1.ru_stime - ru0.ru_stime)
                         / max(wall, 1e-9), 2),
-      "glibc_tunables": os.environ.get("GLIBC_TUNABLES"),
-      "conv_impl": args.conv_impl,
+      "malloc_tuned": MALLOC_TUNED,
       "device_memory": device_memory(),
       "xla_memory": memory_analysis(compiled),
       "n_params": n_params,
@@ -544,8 +500,6 @@ def worker_loss_curve(args) -> dict:
   from glomo_jax.train.step import train_step
   from glomo_jax.train.trainer import create_state
 
-  if args.conv_impl == "gemm":
-    patch_conv_gemm()
   k = args.loss_curve
   host = np.random.default_rng(args.seed + 1)
   base = model_config(args)
@@ -676,14 +630,14 @@ def worker_argv(args, job: str, **over) -> list[str]:
                 sample_positions=args.sample_positions, dtype=args.dtype,
                 loss_chunk_size=args.loss_chunk_size, seed=args.seed)
   values.update({
-      "step": dict(steps=args.steps, warmup=args.warmup, conv_impl=args.conv_impl),
+      "step": dict(steps=args.steps, warmup=args.warmup, malloc_tune=args.malloc_tune),
       "peak": dict(peak_sizes=args.peak_sizes, peak_repeats=args.peak_repeats),
       "pipeline": dict(wiki_dir=args.wiki_dir, pipeline_docs=args.pipeline_docs,
                        pipeline_batches=args.pipeline_batches,
                        pipeline_vocab=args.pipeline_vocab,
                        pipeline_tokenizer_chars=args.pipeline_tokenizer_chars),
       "loss_curve": dict(loss_curve=args.loss_curve, loss_curve_pool=args.loss_curve_pool,
-                         conv_impl=args.conv_impl),
+                         malloc_tune=args.malloc_tune),
   }[job])
   values.update(over)
   argv = [sys.executable, os.path.abspath(__file__), "--worker", job]
@@ -723,10 +677,20 @@ def run_json(argv: list[str], label: str, timeout: float | None, env=None) -> di
   return rec
 
 
+def _host_memory():
+  """glomo_jax/host_memory.py loaded on its own (the driver never imports JAX)."""
+  import importlib.util  # noqa: PLC0415
+  spec = importlib.util.spec_from_file_location(
+      "glomo_host_memory", os.path.join(REPO, "glomo_jax", "host_memory.py"))
+  module = importlib.util.module_from_spec(spec)
+  spec.loader.exec_module(module)
+  return module
+
+
 def jax_env(args):
   env = dict(os.environ)
-  if args.glibc_tune:
-    env["GLIBC_TUNABLES"] = GLIBC_TUNABLES
+  if args.malloc_tune:
+    env = _host_memory().tuned_environment(env)
   return env
 
 
@@ -771,8 +735,8 @@ def step_summary(rec: dict, peak: dict | None) -> list[str]:
     return [f"glomo_jax run failed: {rec['error']}"]
   lines = [
       f"backend {rec['backend']} ({rec['device_kind']}), jax {rec['jax']}, "
-      f"{rec['n_params']:,} parameters; conv {rec['conv_impl']} ({rec['hlo_convolutions']} "
-      f"convolution ops in the HLO); GLIBC_TUNABLES {rec['glibc_tunables'] or 'not set'}",
+      f"{rec['n_params']:,} parameters; {rec['hlo_convolutions']} convolution ops in the HLO; "
+      f"malloc tuned {rec['malloc_tuned']}",
       f"compile {rec['compile_s']:.2f} s (lower+compile), first step {rec['first_step_s']:.2f} s, "
       f"init {rec['init_s']:.2f} s",
       f"median step {rec['median_step_s']:.4f} s over {rec['steps']} steps "
@@ -840,8 +804,8 @@ def md_header(args, title: str) -> list[str]:
           f"- config `{args.config}`: bsz {bsz}, bptt {bptt}, sample_positions "
           f"{args.sample_positions}, dtype {args.dtype}, loss_chunk_size "
           f"{args.loss_chunk_size or 'default'}; {args.steps} timed steps after "
-          f"{args.warmup} warm-up; {args.rounds} round(s); glomo_jax conv {args.conv_impl}, "
-          f"GLIBC_TUNABLES {'set' if args.glibc_tune else 'not set'}",
+          f"{args.warmup} warm-up; {args.rounds} round(s); glomo_jax malloc_tune "
+          f"{args.malloc_tune}",
           f"- machine: {m['cpu']}, {m['cores']} cores (affinity {m['affinity']}), load "
           f"average at the start {m['loadavg']}; command `{' '.join(sys.argv)}`", ""]
 
@@ -910,8 +874,7 @@ def mode_step(args) -> None:
       peer0 = next(r for r in recs["peer"] if "error" not in r)
       md += ["", f"peer: torch {peer0.get('torch')}, {peer0.get('threads')} threads, fast "
              f"{peer0.get('fast')}, conv {peer0.get('conv')}, malloc tuned "
-             f"{peer0.get('malloc_tuned')}; glomo_jax GLIBC_TUNABLES "
-             f"{'set' if args.glibc_tune else 'not set'}."]
+             f"{peer0.get('malloc_tuned')}; glomo_jax malloc tuned {bool(args.malloc_tune)}."]
       results.add({"impl": "summary", "glomo_jax": a, "peer": b, "ratio_tokens_per_s": ratio})
   path = results.markdown(md)
   print("\n".join(md))
@@ -1068,6 +1031,8 @@ def mode_loss_curve(args) -> None:
 def main(argv=None) -> None:
   args = resolve(build_parser().parse_args(argv))
   if args.worker:
+    global MALLOC_TUNED
+    MALLOC_TUNED = _host_memory().malloc_tuned()
     print(json.dumps(WORKERS[args.worker](args)), flush=True)
     return
   if args.peer and not os.path.exists(args.peer):

@@ -20,6 +20,7 @@ from absl import app, flags
 from ml_collections import config_flags
 
 from experiments.console import quiet_libraries
+from glomo_jax.host_memory import reexec_with_tuned_malloc
 
 _CONFIG = config_flags.DEFINE_config_file(
     "config", os.path.join(os.path.dirname(__file__), "configs", "demo.py"),
@@ -54,6 +55,7 @@ def arc_table(record: dict) -> str:
 
 def main(argv):
   del argv
+  reexec_with_tuned_malloc()  # CPU: no page faults on XLA's per-step buffers
   quiet_libraries()
   from glomo_jax.train import TrainConfig, train_and_evaluate  # noqa: PLC0415
   from experiments.plot_graphs import plot_sentence  # noqa: PLC0415

@@ -15,6 +15,7 @@ from absl import app, flags, logging
 from ml_collections import config_flags
 
 from experiments.console import quiet_libraries
+from glomo_jax.host_memory import reexec_with_tuned_malloc
 
 _CONFIG = config_flags.DEFINE_config_file("config", None, "Training config file.",
                                           lock_config=True)
@@ -31,6 +32,7 @@ flags.mark_flags_as_required(["config", "workdir"])
 
 def main(argv):
   del argv
+  reexec_with_tuned_malloc()  # CPU: no page faults on XLA's per-step buffers
   quiet_libraries()
   import jax  # noqa: PLC0415 (after flags: platform settings come from the environment)
   if _DISTRIBUTED.value:
