@@ -55,7 +55,7 @@ def arc_table(record: dict) -> str:
 
 def main(argv):
   del argv
-  reexec_with_tuned_malloc()  # CPU: no page faults on XLA's per-step buffers
+  reexec_with_tuned_malloc()  # GLOMO_JAX_MALLOC_TUNE=1: glibc heap kept (CPU speed)
   quiet_libraries()
   from glomo_jax.train import TrainConfig, train_and_evaluate  # noqa: PLC0415
   from experiments.plot_graphs import plot_sentence  # noqa: PLC0415

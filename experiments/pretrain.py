@@ -32,7 +32,7 @@ flags.mark_flags_as_required(["config", "workdir"])
 
 def main(argv):
   del argv
-  reexec_with_tuned_malloc()  # CPU: no page faults on XLA's per-step buffers
+  reexec_with_tuned_malloc()  # GLOMO_JAX_MALLOC_TUNE=1: glibc heap kept (CPU speed)
   quiet_libraries()
   import jax  # noqa: PLC0415 (after flags: platform settings come from the environment)
   if _DISTRIBUTED.value:

@@ -5,15 +5,17 @@ every step, from several threads; glibc hands large freed blocks back to the
 kernel, so each step page-faults them in again (≈160k faults and 0.3 s of
 system time a step at the peer's `small` config on 2 cores). With one arena,
 no mmap for large blocks and no trimming, the heap is reused instead:
-measured 0.87 → 0.76 s a step, 0.31 → 0.01 s of system time, peak RSS
-unchanged (1.39 → 1.36 GB). The PyTorch peer does the same (its
-`tune_malloc`).
+measured 0.87 → 0.76 s a step, 0.31 → 0.01 s of system time. The PyTorch
+peer does the same (its `tune_malloc`). The price: with one arena the heap
+can fragment, and peak RSS varies from run to run (at `small` 1.35 or
+2.6 GB against 1.4 GB untuned; at the paper model, batch 8, 3.1 or 8.2 GB),
+so it is opt-in for training runs.
 
 These settings only work when glibc reads them at process start
 (GLIBC_TUNABLES); set at run time with mallopt, one arena fragments the heap
 (peak RSS 3.2 GB) and the rest does not help. So `reexec_with_tuned_malloc`
-restarts the program once with the variable set. Set
-GLOMO_JAX_MALLOC_TUNE=0 to opt out.
+restarts the program once with the variable set when
+GLOMO_JAX_MALLOC_TUNE=1.
 """
 from __future__ import annotations
 
@@ -38,10 +40,10 @@ def malloc_tuned() -> bool:
 
 
 def reexec_with_tuned_malloc() -> None:
-  """Restarts this process with MALLOC_TUNABLES in its environment, unless
-  they are there already, GLOMO_JAX_MALLOC_TUNE=0, or this is not Linux.
-  Call it first thing in a program's main (before any work)."""
-  if malloc_tuned() or os.environ.get("GLOMO_JAX_MALLOC_TUNE", "1") == "0":
+  """Restarts this process with MALLOC_TUNABLES in its environment when
+  GLOMO_JAX_MALLOC_TUNE=1, unless they are there already or this is not
+  Linux. Call it first thing in a program's main (before any work)."""
+  if malloc_tuned() or os.environ.get("GLOMO_JAX_MALLOC_TUNE", "0") != "1":
     return
   if not sys.platform.startswith("linux") or not getattr(sys, "orig_argv", None):
     return

@@ -52,3 +52,17 @@ def test_a_typo_in_a_command_line_override_fails_before_any_work(tmp_path):
   assert out.returncode != 0
   assert "num_stepz" in out.stderr
   assert not os.path.exists(tmp_path / "checkpoints")
+
+
+def test_malloc_tuning_environment():
+  from glomo_jax import host_memory  # noqa: PLC0415
+  env = host_memory.tuned_environment({"GLIBC_TUNABLES": "glibc.foo=1"})
+  assert env["GLIBC_TUNABLES"] == "glibc.foo=1:" + host_memory.MALLOC_TUNABLES
+  assert host_memory.tuned_environment(env) == env
+  out = subprocess.run(
+      [sys.executable, "-c", "import os, sys; from glomo_jax.host_memory import *; "
+       "reexec_with_tuned_malloc(); print(malloc_tuned())"],
+      cwd=REPO, capture_output=True, text=True, timeout=120,
+      env={**os.environ, "GLOMO_JAX_MALLOC_TUNE": "1", "PYTHONPATH": REPO,
+           "GLIBC_TUNABLES": ""})
+  assert out.stdout.strip() == "True", out.stderr[-2000:]
