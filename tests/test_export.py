@@ -15,31 +15,13 @@ from jax.sharding import Mesh, NamedSharding, PartitionSpec
 from glomo_jax import GLoMo, ModelConfig
 from glomo_jax import export
 from glomo_jax.data.tokenizer import train_tokenizer
+from conftest import random_variables
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 SENTENCES = ["the cat sat on the mat .", "a dog ran in the park .",
              "the bird sang a song .", "my cat likes the dog ."]
 TEXTS = ["the cat sat .", "a dog ran in the park ."]
 COUPLED = dict(decoupled=False, key_layers=0, query_layers=0)
-
-
-def full_variables(config, seed=0):
-  """Whole-model variables (decoders included) with random, non-trivial values:
-  the tree of `GLoMo.init` (traced abstractly, nothing is compiled) filled from
-  numpy, BatchNorm variances positive, thresholds lowered so that every
-  layer's graph has weight."""
-  shapes = jax.eval_shape(lambda: GLoMo(config).init(jax.random.PRNGKey(0),
-                                                     jnp.ones((1, 6), jnp.int32)))
-  rng = np.random.default_rng(seed)
-  def fill(path, spec):
-    name = jax.tree_util.keystr(path)
-    if "'var'" in name:
-      return jnp.asarray(rng.uniform(0.5, 1.5, spec.shape), spec.dtype)
-    value = 0.3 * rng.standard_normal(spec.shape)
-    if "threshold_bias" in name:
-      value -= 2.0
-    return jnp.asarray(value, spec.dtype)
-  return jax.tree_util.tree_map_with_path(fill, dict(shapes))
 
 
 def reference_graphs(config, variables, tokens, mask=None):
@@ -59,7 +41,7 @@ def tokenizer(tmp_path_factory):
 def model(tmp_path_factory, tokenizer):
   """(config, full variables, export directory) written from sharded params."""
   config = ModelConfig.tiny()
-  variables = full_variables(config)
+  variables = random_variables(config)
   mesh = Mesh(np.array(jax.devices()), ("x",))
   sharded = jax.tree_util.tree_map(
       lambda x: jax.device_put(x, NamedSharding(
@@ -151,7 +133,7 @@ def test_export_holds_only_the_graph_predictor(model, tokenizer):
 
 def test_graph_predictor_variables_subset_and_shape_errors():
   config = ModelConfig.tiny()
-  variables = full_variables(config)
+  variables = random_variables(config)
   subset = export.graph_predictor_variables(config, variables)
   assert sorted(subset["params"]) == ["embedding", "graph_bw", "graph_fw"]
   assert subset["params"]["embedding"] is variables["params"]["embedding"]
@@ -164,7 +146,7 @@ def test_graph_predictor_variables_subset_and_shape_errors():
 
 def test_coupled_config_exports_its_feature_predictors(tmp_path, tokenizer):
   config = ModelConfig.tiny(**COUPLED)
-  variables = full_variables(config, seed=3)
+  variables = random_variables(config, seed=3)
   path = export.export_graph_predictor(tmp_path / "coupled", config, variables)
   with open(os.path.join(path, "params.msgpack"), "rb") as f:
     stored = flax.serialization.msgpack_restore(f.read())
@@ -260,7 +242,7 @@ def test_tokenizer_of_another_vocabulary_is_refused(model, tokenizer, tmp_path):
   assert same.tokenizer is tokenizer
   small = ModelConfig.tiny(vocab_size=tokenizer.vocab_size - 1)
   with pytest.raises(ValueError, match="vocabulary mismatch"):
-    export.export_graph_predictor(tmp_path / "small", small, full_variables(small), tokenizer)
+    export.export_graph_predictor(tmp_path / "small", small, random_variables(small), tokenizer)
   assert not os.path.exists(tmp_path / "small")
 
 

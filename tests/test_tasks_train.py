@@ -16,6 +16,7 @@ from glomo_jax.tasks import (ESIM, GraphCache, IMDBClassifier, datasets,
                              load_task, predictor_graph_fn, train_classifier)
 from glomo_jax.tasks.train import fit_graphs, precomputed_graphs
 from glomo_jax.transfer.align import word_graphs
+from conftest import random_variables
 
 FAST = {"xla_backend_optimization_level": 0, "xla_cpu_use_fusion_emitters": False}
 FILLER = "the a movie film plot actor scene story one it was is and of".split()
@@ -118,22 +119,6 @@ NLI = [("a man sleeps on the sofa", "a person rests", "entailment"),
        ("the car is red", "the car is blue", "contradiction")]
 
 
-def graph_variables(config, seed=0):
-  """Random variables of the exported subset of `GLoMo(config)` (traced
-  abstractly, filled from numpy; thresholds lowered so heads carry weight)."""
-  shapes = jax.eval_shape(lambda: GLoMo(config).init(
-      jax.random.PRNGKey(0), jnp.ones((1, 6), jnp.int32), method=GLoMo.graphs))
-  rng = np.random.default_rng(seed)
-
-  def fill(path, spec):
-    name = jax.tree_util.keystr(path)
-    if "'var'" in name:
-      return jnp.asarray(rng.uniform(0.5, 1.5, spec.shape), spec.dtype)
-    value = 0.3 * rng.standard_normal(spec.shape) - (2.0 if "threshold_bias" in name else 0)
-    return jnp.asarray(value, spec.dtype)
-  return jax.tree_util.tree_map_with_path(fill, dict(shapes))
-
-
 @pytest.fixture(scope="module")
 def nli_setup(tmp_path_factory):
   """(TaskData with matched/mismatched splits, Vocabulary, loaded predictor)."""
@@ -147,7 +132,7 @@ def nli_setup(tmp_path_factory):
   config = ModelConfig.tiny()  # L = 2, K = 4
   sentences = [r["premise"] for r in records] + [r["hypothesis"] for r in records]
   tokenizer = train_tokenizer(sentences, 40, str(root / "tok") + "/")
-  path = export_graph_predictor(str(root / "export"), config, graph_variables(config),
+  path = export_graph_predictor(str(root / "export"), config, random_variables(config, graphs_only=True),
                                 tokenizer)
   return data, vocab, load_graph_predictor(path)
 

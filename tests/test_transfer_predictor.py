@@ -15,6 +15,7 @@ from glomo_jax.export import export_graph_predictor, load_graph_predictor
 from glomo_jax.transfer import (GraphTransfer, cached_word_graphs, encode_word_lists,
                                 word_graphs)
 from glomo_jax.transfer import cache as cache_lib
+from conftest import random_variables
 
 SENTENCES = ["the cat sat on the mat .", "a dog ran in the park .",
              "the bird sang a song .", "my cat likes the dog .",
@@ -25,25 +26,6 @@ DATASET = [s.split() for s in SENTENCES] + [
 W = 8
 
 
-def graph_variables(config, seed=0):
-  """Random variables of `GLoMo(config)`'s exported subset: the tree of its
-  init through `GLoMo.graphs` (traced abstractly: nothing is compiled),
-  filled from numpy; BatchNorm variances positive, thresholds lowered so that
-  every head has weight."""
-  shapes = jax.eval_shape(lambda: GLoMo(config).init(
-      jax.random.PRNGKey(0), jnp.ones((1, 6), jnp.int32), method=GLoMo.graphs))
-  rng = np.random.default_rng(seed)
-  def fill(path, spec):
-    name = jax.tree_util.keystr(path)
-    if "'var'" in name:
-      return jnp.asarray(rng.uniform(0.5, 1.5, spec.shape), spec.dtype)
-    value = 0.3 * rng.standard_normal(spec.shape)
-    if "threshold_bias" in name:
-      value -= 2.0
-    return jnp.asarray(value, spec.dtype)
-  return jax.tree_util.tree_map_with_path(fill, dict(shapes))
-
-
 @pytest.fixture(scope="module")
 def predictor(tmp_path_factory):
   """A GLoMo(tiny) graph predictor, exported and loaded back; a 30-piece
@@ -51,7 +33,7 @@ def predictor(tmp_path_factory):
   config = ModelConfig.tiny()
   root = tmp_path_factory.mktemp("transfer")
   tokenizer = train_tokenizer(SENTENCES, 30, str(root / "tok") + "/")
-  path = export_graph_predictor(str(root / "export"), config, graph_variables(config),
+  path = export_graph_predictor(str(root / "export"), config, random_variables(config, graphs_only=True),
                                 tokenizer)
   return load_graph_predictor(path)
 
