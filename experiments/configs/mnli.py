@@ -1,0 +1,41 @@
+r"""MNLI (or SNLI) with GLoMo transfer: ESIM + self-attention (the paper's §3.2).
+
+  python -m experiments.transfer --config=experiments/configs/mnli.py \
+      --config.files.train=../shared/data/mnli/mnli_train_subset_9k.jsonl.xz \
+      --config.glove_path=../shared/data/glove/glove.6B.100d.top2604.txt.gz \
+      --workdir=runs/mnli_baseline [--config.seed=1]
+
+  python -m experiments.transfer --config=experiments/configs/mnli.py \
+      --config.files.train=../shared/data/mnli/mnli_train_subset_9k.jsonl.xz \
+      --config.variant=embeddings --config.predictor_export=runs/wiki_cpu/export \
+      --workdir=runs/mnli_embeddings
+
+The local file is a train-only subset: validation is carved from it and only
+validation accuracy is reported (results.json: "matched" / "mismatched" null
+with a note). `--config.source=tfds` (glue/mnli) or `--config.files.matched=...
+--config.files.mismatched=...` adds the official validation_matched /
+mismatched accuracies (what the paper reports). `--config.task=snli` reads
+SNLI (eval split 'test'). Data paths have no default. Variants and the graph
+cache as in imdb.py. `:tiny` is a seconds-long smoke run.
+"""
+from experiments.transfer import transfer_config
+
+
+def get_config(arg: str = ""):
+  config = transfer_config(
+      "mnli", max_words=64,
+      model={"embed_dim": 100, "hidden": 300, "dropout_rate": 0.5, "self_attention": True},
+      optim={"learning_rate": 4e-4, "clip_norm": 10.0, "batch_size": 32, "epochs": 10.0,
+             "eval_every": 500, "patience": 5})
+  if arg == "tiny":
+    config.max_words = 16
+    config.max_train_examples = 64
+    config.max_eval_examples = 32
+    config.vocab.max_size = 2000
+    config.model.embed_dim, config.model.hidden = 16, 16
+    config.optim.batch_size, config.optim.steps, config.optim.eval_every = 8, 6, 3
+    config.optim.patience = None
+    config.compile_fast = True
+  elif arg:
+    raise ValueError(f"unknown mnli preset {arg!r}; use '' or 'tiny'")
+  return config

@@ -1,0 +1,165 @@
+"""experiments/transfer.py end to end on tiny local files: the baseline from the
+command line (with a test split), the 'embeddings' variant in-process with a
+tiny exported predictor and its on-disk graph cache (train-only data), the
+configs, and the errors raised before any work."""
+import json
+import os
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+
+from conftest import random_variables
+
+REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+sys.path.insert(0, REPO)
+
+from experiments import transfer  # noqa: E402
+from experiments.configs import imdb as imdb_config  # noqa: E402
+from experiments.configs import mnli as mnli_config  # noqa: E402
+
+FILLER = "the a movie film plot actor scene story one it was is and of".split()
+NLI = [("a man sleeps on the sofa", "a person rests", "entailment"),
+       ("the dog runs in the park", "an animal is outside", "entailment"),
+       ("two kids play football", "children sleep at home", "contradiction"),
+       ("a woman sings a song", "the woman is a famous singer", "neutral"),
+       ("the cat sat on the mat", "a cat is sitting", "entailment"),
+       ("people dance at night", "nobody is dancing", "contradiction"),
+       ("a boy reads a book", "the boy likes reading novels", "neutral"),
+       ("the car is red", "the car is blue", "contradiction")]
+KEYS = {"task", "variant", "glomo", "seed", "validation_accuracy", "best_step", "steps",
+        "stopped_early", "wall_time_s", "train_time_s", "examples", "vocabulary",
+        "glove", "predictor", "curves", "config"}
+
+
+def _write_jsonl(path, records):
+  with open(path, "w", encoding="utf-8") as f:
+    for r in records:
+      f.write(json.dumps(r) + "\n")
+  return str(path)
+
+
+def _reviews(n, seed):
+  rng = np.random.default_rng(seed)
+  out = []
+  for i in range(n):
+    words = list(rng.choice(FILLER, rng.integers(3, 9)))
+    words.insert(int(rng.integers(0, len(words) + 1)), "great" if i % 2 else "awful")
+    out.append({"text": " ".join(words), "label": i % 2, "id": f"r{i}"})
+  return out
+
+
+def _glove(path, words, dim):
+  rng = np.random.default_rng(0)
+  with open(path, "w", encoding="utf-8") as f:
+    for w in words:
+      f.write(w + " " + " ".join(f"{v:.4f}" for v in rng.normal(size=dim)) + "\n")
+  return str(path)
+
+
+@pytest.mark.parametrize("name", ["imdb", "mnli"])
+@pytest.mark.parametrize("arg", ["", "tiny"])
+def test_transfer_configs_load(name, arg):
+  module = {"imdb": imdb_config, "mnli": mnli_config}[name]
+  config = module.get_config(arg)
+  assert config.task == name and config.variant in transfer.VARIANTS
+  assert "corpus" not in config  # not a pretraining config (tests/test_configs.py)
+  assert config.files.train is None  # no default data path
+  assert config.graph_cache_dir is None and config.predictor_export is None
+  config.files.train = "x.jsonl"
+  config.optim.patience = None  # optional fields take None and their type
+  config.optim.steps = 3
+  if arg == "tiny":
+    assert config.optim.steps and config.model.hidden <= 32
+  with pytest.raises(ValueError, match="unknown"):
+    module.get_config("nonsense")
+
+
+def test_baseline_from_the_command_line_reports_test_accuracy(tmp_path):
+  train = _write_jsonl(tmp_path / "train.jsonl", _reviews(48, 0))
+  test = _write_jsonl(tmp_path / "test.jsonl", _reviews(12, 1))
+  glove = _glove(tmp_path / "glove.txt", ["great", "awful", "movie", "the"], 16)
+  workdir = tmp_path / "run"
+  out = subprocess.run(
+      [sys.executable, "-m", "experiments.transfer",
+       "--config=experiments/configs/imdb.py:tiny", f"--workdir={workdir}",
+       f"--config.files.train={train}", f"--config.files.test={test}",
+       f"--config.glove_path={glove}", "--config.seed=1", "--config.optim.steps=4",
+       "--config.optim.eval_every=2"],
+      cwd=REPO, capture_output=True, text=True, timeout=120)
+  assert out.returncode == 0, out.stderr[-3000:]
+  results = json.loads((workdir / "results.json").read_text())
+  assert KEYS <= set(results) and "note" not in results
+  assert (results["task"], results["variant"], results["glomo"], results["seed"]) == (
+      "imdb", "baseline", "none", 1)
+  assert 0 <= results["validation_accuracy"] <= 1 and 0 <= results["test"] <= 1
+  assert results["examples"] == {"train": 43, "validation": 5, "test": 12}
+  assert results["steps"] == 4 and results["best_step"] in (2, 4)
+  assert [c["step"] for c in results["curves"]] == [2, 4]
+  assert results["config"]["glove_path"] == glove and "4/" in results["glove"]
+  assert results["predictor"] is None
+  assert json.loads(out.stdout)["test"] == results["test"]  # printed too
+  assert sorted(os.listdir(workdir)) == ["results.json"]
+
+
+@pytest.fixture(scope="module")
+def tiny_export(tmp_path_factory):
+  from glomo_jax import ModelConfig  # noqa: PLC0415
+  from glomo_jax.data.tokenizer import train_tokenizer  # noqa: PLC0415
+  from glomo_jax.export import export_graph_predictor  # noqa: PLC0415
+  root = tmp_path_factory.mktemp("transfer_export")
+  config = ModelConfig.tiny()  # L = 2, K = 4
+  sentences = [p for p, _, _ in NLI] + [h for _, h, _ in NLI]
+  tokenizer = train_tokenizer(sentences, 40, str(root / "tok") + "/")
+  return export_graph_predictor(str(root / "export"), config,
+                                random_variables(config, graphs_only=True), tokenizer)
+
+
+def test_embeddings_variant_with_a_predictor_and_train_only_data(tmp_path, tiny_export):
+  records = [{"premise": p, "hypothesis": h, "label": y} for p, h, y in NLI]
+  config = mnli_config.get_config("tiny")
+  config.files.train = _write_jsonl(tmp_path / "train.jsonl", records * 3)
+  config.variant = "embeddings"
+  config.predictor_export = tiny_export
+  config.val_fraction = 0.25
+  config.optim.steps, config.optim.eval_every, config.optim.batch_size = 2, 1, 4
+  workdir = str(tmp_path / "run")
+  results = transfer.run(config, workdir)
+  assert json.loads(open(os.path.join(workdir, "results.json")).read()) == json.loads(
+      json.dumps(results, default=str))
+  assert KEYS <= set(results)
+  assert (results["variant"], results["glomo"]) == ("embeddings", "embeddings")
+  assert results["matched"] is None and results["mismatched"] is None
+  assert "only validation accuracy" in results["note"]
+  assert 0 <= results["validation_accuracy"] <= 1
+  assert results["examples"] == {"train": 18, "validation": 6}
+  assert results["predictor"] == os.path.abspath(tiny_export)
+  # one on-disk cache per split and text field, under <workdir>/graph_cache
+  caches = os.listdir(os.path.join(workdir, "graph_cache"))
+  assert len(caches) == 4
+  assert results["config"]["graph_cache_dir"] is None
+
+
+def test_errors_before_any_work(tmp_path):
+  config = imdb_config.get_config("tiny")
+  with pytest.raises(ValueError, match="files.train"):
+    transfer.run(config, str(tmp_path / "a"))
+  config.files.train = "train.jsonl"
+  config.variant = "embeddings"
+  with pytest.raises(ValueError, match="predictor_export"):
+    transfer.run(config, str(tmp_path / "b"))
+  config.variant, config.files.matched = "baseline", "m.jsonl"
+  with pytest.raises(ValueError, match="no split"):
+    transfer.run(config, str(tmp_path / "c"))
+  config.files.matched, config.variant = None, "nonsense"
+  with pytest.raises(ValueError, match="unknown variant"):
+    transfer.run(config, str(tmp_path / "d"))
+  assert not os.listdir(tmp_path)
+  out = subprocess.run(
+      [sys.executable, "-m", "experiments.transfer",
+       "--config=experiments/configs/mnli.py:tiny", f"--workdir={tmp_path / 'e'}",
+       "--config.optim.stepz=3"],
+      cwd=REPO, capture_output=True, text=True, timeout=120)
+  assert out.returncode != 0 and "stepz" in out.stderr
+  assert not os.path.exists(tmp_path / "e")
