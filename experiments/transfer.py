@@ -48,6 +48,17 @@ def _opt(kind, value=None):
   return ref
 
 
+def tiny_preset(config: ml_collections.ConfigDict, max_words: int) -> None:
+  """Shrinks a transfer config in place to a seconds-long smoke run."""
+  config.max_words = max_words
+  config.max_train_examples, config.max_eval_examples = 64, 32
+  config.vocab.max_size = 2000
+  config.model.embed_dim, config.model.hidden = 16, 16
+  config.optim.batch_size, config.optim.steps, config.optim.eval_every = 8, 6, 3
+  config.optim.patience = None
+  config.compile_fast = True
+
+
 def transfer_config(task: str, *, max_words: int, model: Mapping[str, Any],
                     optim: Mapping[str, Any]) -> ml_collections.ConfigDict:
   """Every field of a transfer run (the configs fill in the task's values)."""

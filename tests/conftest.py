@@ -1,5 +1,6 @@
 """Shared fixtures. Tests run on CPU; XLA_FLAGS (set by the Makefile) gives 8
 fake devices for sharding tests."""
+import json
 import os
 
 os.environ.setdefault("JAX_PLATFORMS", "cpu")
@@ -46,3 +47,11 @@ def random_variables(config, seed=0, graphs_only=False):
     value = 0.3 * rng.standard_normal(spec.shape) - (2.0 if "threshold_bias" in name else 0.0)
     return jnp.asarray(value, spec.dtype)
   return jax.tree_util.tree_map_with_path(fill, dict(shapes))
+
+
+def write_jsonl(path, records):
+  """Writes records as JSON lines; returns the path as a string."""
+  with open(path, "w", encoding="utf-8") as f:
+    for r in records:
+      f.write(json.dumps(r) + "\n")
+  return str(path)

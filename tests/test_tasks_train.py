@@ -16,17 +16,10 @@ from glomo_jax.tasks import (ESIM, GraphCache, IMDBClassifier, datasets,
                              load_task, predictor_graph_fn, train_classifier)
 from glomo_jax.tasks.train import fit_graphs, precomputed_graphs
 from glomo_jax.transfer.align import word_graphs
-from conftest import random_variables
+from conftest import random_variables, write_jsonl
 
 FAST = {"xla_backend_optimization_level": 0, "xla_cpu_use_fusion_emitters": False}
 FILLER = "the a movie film plot actor scene story one it was is and of".split()
-
-
-def _write_jsonl(path, records):
-  with open(path, "w", encoding="utf-8") as f:
-    for r in records:
-      f.write(json.dumps(r) + "\n")
-  return str(path)
 
 
 def sentiment_records(n, seed):
@@ -43,8 +36,8 @@ def sentiment_records(n, seed):
 
 
 def test_imdb_learns_a_tiny_task_with_frozen_embeddings_and_early_stopping(tmp_path):
-  files = {"train": _write_jsonl(tmp_path / "train.jsonl", sentiment_records(64, 0)),
-           "test": _write_jsonl(tmp_path / "test.jsonl", sentiment_records(20, 1))}
+  files = {"train": write_jsonl(tmp_path / "train.jsonl", sentiment_records(64, 0)),
+           "test": write_jsonl(tmp_path / "test.jsonl", sentiment_records(20, 1))}
   data = load_task("imdb", "files", files=files, val_fraction=0.25, seed=0)
   vocab = data.build_vocabulary()
   table, _ = embedding_matrix(vocab, None, dim=16, oov_scale=0.5, seed=0)
@@ -124,9 +117,9 @@ def nli_setup(tmp_path_factory):
   """(TaskData with matched/mismatched splits, Vocabulary, loaded predictor)."""
   root = tmp_path_factory.mktemp("tasks_train")
   records = [{"premise": p, "hypothesis": h, "label": y} for p, h, y in NLI]
-  files = {"train": _write_jsonl(root / "train.jsonl", records * 2),
-           "matched": _write_jsonl(root / "m.jsonl", records[:5]),
-           "mismatched": _write_jsonl(root / "mm.jsonl", records[5:])}
+  files = {"train": write_jsonl(root / "train.jsonl", records * 2),
+           "matched": write_jsonl(root / "m.jsonl", records[:5]),
+           "mismatched": write_jsonl(root / "mm.jsonl", records[5:])}
   data = load_task("mnli", "files", files=files, val_fraction=0.25, seed=0)
   vocab = data.build_vocabulary()
   config = ModelConfig.tiny()  # L = 2, K = 4

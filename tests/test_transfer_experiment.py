@@ -10,7 +10,7 @@ import sys
 import numpy as np
 import pytest
 
-from conftest import random_variables
+from conftest import random_variables, write_jsonl
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, REPO)
@@ -31,13 +31,6 @@ NLI = [("a man sleeps on the sofa", "a person rests", "entailment"),
 KEYS = {"task", "variant", "glomo", "seed", "validation_accuracy", "best_step", "steps",
         "stopped_early", "wall_time_s", "train_time_s", "examples", "vocabulary",
         "glove", "predictor", "curves", "config"}
-
-
-def _write_jsonl(path, records):
-  with open(path, "w", encoding="utf-8") as f:
-    for r in records:
-      f.write(json.dumps(r) + "\n")
-  return str(path)
 
 
 def _reviews(n, seed):
@@ -77,8 +70,8 @@ def test_transfer_configs_load(name, arg):
 
 
 def test_baseline_from_the_command_line_reports_test_accuracy(tmp_path):
-  train = _write_jsonl(tmp_path / "train.jsonl", _reviews(48, 0))
-  test = _write_jsonl(tmp_path / "test.jsonl", _reviews(12, 1))
+  train = write_jsonl(tmp_path / "train.jsonl", _reviews(48, 0))
+  test = write_jsonl(tmp_path / "test.jsonl", _reviews(12, 1))
   glove = _glove(tmp_path / "glove.txt", ["great", "awful", "movie", "the"], 16)
   workdir = tmp_path / "run"
   out = subprocess.run(
@@ -119,7 +112,7 @@ def tiny_export(tmp_path_factory):
 def test_embeddings_variant_with_a_predictor_and_train_only_data(tmp_path, tiny_export):
   records = [{"premise": p, "hypothesis": h, "label": y} for p, h, y in NLI]
   config = mnli_config.get_config("tiny")
-  config.files.train = _write_jsonl(tmp_path / "train.jsonl", records * 3)
+  config.files.train = write_jsonl(tmp_path / "train.jsonl", records * 3)
   config.variant = "embeddings"
   config.predictor_export = tiny_export
   config.val_fraction = 0.25

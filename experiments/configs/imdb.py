@@ -25,7 +25,7 @@ max_words) (float16: ~0.5 MB per 100-word review for L = 3, K = 4), so the
 whole IMDB train set needs tens of GB; `graph_source='memory'` (bounded
 in-memory memo) or 'fly' avoids the disk. `:tiny` is a seconds-long smoke run.
 """
-from experiments.transfer import transfer_config
+from experiments.transfer import tiny_preset, transfer_config
 
 
 def get_config(arg: str = ""):
@@ -35,14 +35,7 @@ def get_config(arg: str = ""):
       optim={"learning_rate": 1e-3, "clip_norm": 10.0, "batch_size": 32, "epochs": 10.0,
              "eval_every": 500, "patience": 5})
   if arg == "tiny":
-    config.max_words = 32
-    config.max_train_examples = 64
-    config.max_eval_examples = 32
-    config.vocab.max_size = 2000
-    config.model.embed_dim, config.model.hidden = 16, 16
-    config.optim.batch_size, config.optim.steps, config.optim.eval_every = 8, 6, 3
-    config.optim.patience = None
-    config.compile_fast = True
+    tiny_preset(config, max_words=32)
   elif arg:
     raise ValueError(f"unknown imdb preset {arg!r}; use '' or 'tiny'")
   return config

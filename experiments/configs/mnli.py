@@ -18,7 +18,7 @@ mismatched accuracies (what the paper reports). `--config.task=snli` reads
 SNLI (eval split 'test'). Data paths have no default. Variants and the graph
 cache as in imdb.py. `:tiny` is a seconds-long smoke run.
 """
-from experiments.transfer import transfer_config
+from experiments.transfer import tiny_preset, transfer_config
 
 
 def get_config(arg: str = ""):
@@ -28,14 +28,7 @@ def get_config(arg: str = ""):
       optim={"learning_rate": 4e-4, "clip_norm": 10.0, "batch_size": 32, "epochs": 10.0,
              "eval_every": 500, "patience": 5})
   if arg == "tiny":
-    config.max_words = 16
-    config.max_train_examples = 64
-    config.max_eval_examples = 32
-    config.vocab.max_size = 2000
-    config.model.embed_dim, config.model.hidden = 16, 16
-    config.optim.batch_size, config.optim.steps, config.optim.eval_every = 8, 6, 3
-    config.optim.patience = None
-    config.compile_fast = True
+    tiny_preset(config, max_words=16)
   elif arg:
     raise ValueError(f"unknown mnli preset {arg!r}; use '' or 'tiny'")
   return config
