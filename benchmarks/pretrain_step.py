@@ -168,23 +168,26 @@ def model_config(args):
 
 
 # ---- FLOPs --------------------------------------------------------------------
-def model_flops(config, bsz: int, bptt: int) -> dict:
+def model_flops(config, bsz: int, bptt: int, every_row: bool = False) -> dict:
   """Matmul/conv FLOPs of one training step, counted from the shapes.
 
   A multiply-add is 2 FLOPs. Per direction (both are counted), with B = bsz,
   T = bptt, d, V, K heads of size H, L graph layers, k kernel, D =
   context_length, n decoder start positions (sample_positions, or T − D when
-  0) and N = B·n decoder rows:
+  0), N = B·n decoder rows, and R = the target rows of the top graph layer
+  (n: glomo_jax computes the top layer only where the decoder starts,
+  `GraphPredictor.split_graphs`; T with ``every_row``, as the peer and the
+  authors do):
 
   * conv: (key_layers + query_layers) · 2·B·T'·k·d·d, T' = T + k − 1 with
     batch norm (the authors' both-sided padding computes T + k − 1 outputs),
     else T;
-  * key_query_proj: 2 · 2·B·T·d·(L·K·H);
-  * threshold (query threshold): 2·B·L·K·T·H;
-  * scores: 2·B·L·K·T·T·H (dense T×T, as computed, masked afterwards);
-  * graph_mixing (graph × values, K heads of d/K): 2·B·L·T·T·d;
-  * composition: GRU: L · 2·B·T·(2d·3d + d·3d) (input and hidden gates);
-    residual: L · 2·B·T·d·d (value maps);
+  * key_query_proj: keys 2·B·T·d·L·K·H, queries 2·B·(T·(L−1) + R)·d·K·H;
+  * threshold (query threshold): 2·B·K·H·(T·(L−1) + R);
+  * scores: 2·B·K·H·T·(T·(L−1) + R) (dense rows × T, masked afterwards);
+  * graph_mixing (graph × values, K heads of d/K): 2·B·d·T·(T·(L−1) + R);
+  * composition: GRU: 2·B·(T·(L−1) + R)·(2d·3d + d·3d) (input and hidden
+    gates); residual: L · 2·B·T·d·d (value maps, at every source);
   * decoder: decoder_layers · 2·N·D·(d·3d + d·3d) (input and hidden gates,
     every step);
   * output_layer (tied softmax over V): 2·N·D·d·V.
@@ -198,6 +201,7 @@ def model_flops(config, bsz: int, bptt: int) -> dict:
   Args:
     config: a glomo_jax ModelConfig (context objective).
     bsz, bptt: batch size and window length.
+    every_row: count the top layer at every position (the peer's work).
 
   Returns:
     {'forward': {part: FLOPs, both directions}, 'forward_total', 'train'}.
@@ -208,17 +212,19 @@ def model_flops(config, bsz: int, bptt: int) -> dict:
   k, D = c.kernel_size, c.context_length
   n = c.sample_positions if c.sample_positions > 0 else T - D
   N = B * n
+  R = T if (every_row or not c.decoupled) else n
+  rows = T * (L - 1) + R                       # target rows over all layers
   part = {}
   if c.decoupled:
     t_conv = T + k - 1 if c.norm == "batch" else T
     part["conv"] = (c.key_layers + c.query_layers) * 2 * B * t_conv * k * d * d
-  part["key_query_proj"] = 2 * 2 * B * T * d * L * K * H
+  part["key_query_proj"] = 2 * B * T * d * L * K * H + 2 * B * rows * d * K * H
   if c.sparsity == "squared_relu" and c.threshold == "query":
-    part["threshold"] = 2 * B * L * K * T * H
-  part["scores"] = 2 * B * L * K * T * T * H
-  part["graph_mixing"] = 2 * B * L * T * T * d
+    part["threshold"] = 2 * B * K * H * rows
+  part["scores"] = 2 * B * K * H * T * rows
+  part["graph_mixing"] = 2 * B * d * T * rows
   if c.composition == "gru":
-    part["composition"] = L * 2 * B * T * (2 * d * 3 * d + d * 3 * d)
+    part["composition"] = 2 * B * rows * (2 * d * 3 * d + d * 3 * d)
   else:
     part["composition"] = L * 2 * B * T * d * d
   part["decoder"] = c.decoder_layers * 2 * N * D * (d * 3 * d + d * 3 * d)
@@ -411,7 +417,8 @@ def worker_step(args) -> dict:
   xla = cost_analysis(compiled)
   n = mc.sample_positions or args.bptt - mc.context_length
   loss_rows = 2 * args.bsz * n * mc.context_length  # both directions' decoder outputs
-  loss_chunks = -(-loss_rows // min(mc.loss_chunk_size, loss_rows))
+  from glomo_jax.ops.chunked_cross_entropy import balanced_chunk
+  loss_chunks = -(-loss_rows // balanced_chunk(loss_rows, mc.loss_chunk_size))
   hlo_text = compiled.as_text()
   hlo = vocab_arrays(hlo_text, mc.vocab_size, mc.dim)
   rec = {
@@ -448,6 +455,7 @@ def worker_step(args) -> dict:
       "n_params": n_params,
       "loss_first_last": [losses[0], losses[-1]] if losses else None,
       "model_flops": flops["train"],
+      "model_flops_every_row": model_flops(mc, args.bsz, args.bptt, every_row=True)["train"],
       "model_flops_forward": flops["forward"],
       "xla_cost": xla,
       "flops_ratio_xla_over_model": (xla["flops"] / flops["train"]) if "flops" in xla else None,

@@ -4,7 +4,7 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from glomo_jax.ops.chunked_cross_entropy import tied_softmax_cross_entropy
+from glomo_jax.ops.chunked_cross_entropy import balanced_chunk, tied_softmax_cross_entropy
 
 
 def plain(hidden, table, targets, weights):
@@ -57,6 +57,17 @@ def test_no_full_logits_array_in_the_compiled_program():
   hlo = f.lower(hidden, table).compile().as_text()
   assert f"f32[{n},{v}]" not in hlo
   assert f"f32[{chunk},{v}]" in hlo
+
+
+@pytest.mark.parametrize("rows,size,expected", [
+    (1920, 512, 480), (960, 512, 480), (1024, 512, 512), (100, 512, 100),
+    (1000, 7, 7), (13, 4, 4), (1025, 512, 344), (5, 1, 1)])
+def test_balanced_chunks_cover_the_rows_with_little_padding(rows, size, expected):
+  chunk = balanced_chunk(rows, size)
+  assert chunk == expected
+  chunks = -(-rows // chunk)
+  assert chunk <= size and chunks == -(-rows // size)
+  assert chunks * chunk - rows < 8 * chunks
 
 
 def test_shape_errors_are_clear():

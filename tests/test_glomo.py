@@ -117,6 +117,66 @@ def test_sampled_positions_come_from_the_sample_rng_and_explicit_positions_agree
   assert all(int(p.min()) >= 0 and int(p.max()) < T - D for p in pos)
 
 
+def full_rows_loss(model, variables, tokens, mask, positions):
+  """The loss computed the plain way: every row of every layer's graph and
+  every position's features, then the decoder start states gathered."""
+  from glomo_jax.models.context_decoder import context_targets  # noqa: PLC0415
+  from glomo_jax.ops.chunked_cross_entropy import tied_softmax_cross_entropy  # noqa: PLC0415
+
+  def f(m, tokens, mask):
+    c = m.config
+    emb = m.embed(tokens)
+    seqs = {"fw": (emb, tokens, mask),
+            "bw": (jnp.flip(emb, 1), jnp.flip(tokens, 1), jnp.flip(mask, 1))}
+    hidden, targets, weights = [], [], []
+    for i, which in enumerate(("fw", "bw")):
+      e, tok, msk = seqs[which]
+      _, feats = m._direction(which, e, msk, True, True)
+      inputs, tgt, w = context_targets(e, tok, msk, positions[i], c.context_length)
+      decoder = m.decoder_fw if which == "fw" else m.decoder_bw
+      hidden.append(decoder(feats[-1][:, positions[i]], inputs, True).reshape(-1, c.dim))
+      targets.append(tgt.reshape(-1))
+      w = w.reshape(-1).astype(jnp.float64)
+      weights.append(w / (2 * jnp.maximum(jnp.sum(w), 1.0)))
+    loss, _ = tied_softmax_cross_entropy(jnp.concatenate(hidden), m.embedding,
+                                         jnp.concatenate(targets),
+                                         jnp.concatenate(weights), 7)
+    return loss
+  return model.apply(variables, tokens, mask, method=f, mutable=["batch_stats"])[0]
+
+
+@pytest.mark.parametrize("overrides", [
+    dict(),
+    dict(composition="residual", norm="layer"),
+    dict(num_graph_layers=1),
+    dict(sparsity="softmax", threshold="scalar"),
+    dict(decoupled=False, key_layers=0, query_layers=0),
+])
+def test_top_layer_at_the_start_rows_only_equals_every_row(overrides):
+  """The loss computes the top layer only at the decoder start positions
+  (GraphPredictor.split_graphs); value and gradient equal the plain way."""
+  config = ModelConfig.tiny(dtype="float64", param_dtype="float64", **overrides)
+  with jax.enable_x64(True):
+    model, variables, tokens = init_model(config, batch=3, length=12)
+    mask = jnp.ones(tokens.shape, bool).at[1, 9:].set(False).at[2, :2].set(False)
+    positions = (jnp.asarray([0, 5, 5, 8, 2]), jnp.asarray([7, 1, 1, 0, 8]))
+    params = variables["params"]
+    rest = {k: v for k, v in variables.items() if k != "params"}
+
+    def ours(p):
+      (loss, _), _ = model.apply({"params": p, **rest}, tokens, mask, train=True,
+                                 positions=positions, mutable=["batch_stats"])
+      return loss
+    plain = lambda p: full_rows_loss(model, {"params": p, **rest}, tokens, mask, positions)
+    value, grads = jax.value_and_grad(ours)(params)
+    ref_value, ref_grads = jax.value_and_grad(plain)(params)
+    np.testing.assert_allclose(value, ref_value, rtol=1e-12)
+    for (path, g), r in zip(jax.tree_util.tree_leaves_with_path(grads),
+                            jax.tree_util.tree_leaves(ref_grads)):
+      np.testing.assert_allclose(g, r, rtol=1e-9, atol=1e-12, err_msg=jax.tree_util.keystr(path))
+    assert any(np.abs(np.asarray(g)).max() > 0 for g in jax.tree_util.tree_leaves(grads))
+
+
 def test_train_mode_updates_batch_stats_and_eval_mode_does_not_need_mutable():
   config = ModelConfig.tiny()
   model, variables, tokens = init_model(config)

@@ -20,6 +20,16 @@ def test_allowed_sources_masks_padding_sources_and_targets():
   np.testing.assert_array_equal(a, expected)
 
 
+def test_allowed_sources_of_given_rows_are_those_rows():
+  mask = jnp.array([[1, 1, 0, 1]])
+  rows = jnp.array([3, 0, 3, 2])
+  full = np.asarray(allowed_sources(4, mask))[0, 0]
+  np.testing.assert_array_equal(np.asarray(allowed_sources(4, mask, rows))[0, 0],
+                                full[[3, 0, 3, 2]])
+  np.testing.assert_array_equal(np.asarray(allowed_sources(4, rows=rows)),
+                                np.asarray(allowed_sources(4))[[3, 0, 3, 2]])
+
+
 def test_squared_relu_hand_computed():
   # target row j=2 reads sources 0, 1 (2 and 3 are not allowed: i >= j)
   scores = jnp.array([[0., 0., 0., 0.],

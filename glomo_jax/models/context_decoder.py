@@ -41,32 +41,34 @@ class ContextDecoder(nn.Module):
     return out.reshape(b, n, steps, d)
 
 
-def context_targets(top: jax.Array, emb: jax.Array, tokens: jax.Array,
-                    mask: jax.Array | None, positions: jax.Array, length: int):
-  """Decoder start states, inputs, targets and weights for start `positions`.
+def context_targets(emb: jax.Array, tokens: jax.Array, mask: jax.Array | None,
+                    positions: jax.Array, length: int):
+  """Teacher-forced decoder inputs, targets and weights for start `positions`.
+
+  The decoder's start states are the top-layer features F^L at `positions`
+  ([batch, n, d]); the caller computes them.
 
   Args:
-    top: [batch, T, d] top-layer features F^L.
-    emb: [batch, T, d] embeddings of the same (direction's) sequence.
+    emb: [batch, T, d] embeddings of the (direction's) sequence.
     tokens: int [batch, T].
     mask: optional [batch, T], 1 = real token.
     positions: int [n] start positions t, each in [0, T − D).
     length: D.
 
   Returns:
-    h0 [batch, n, d], inputs [batch, n, D, d], targets int [batch, n, D],
-    weights float32 [batch, n, D] (1 where the start and the target are real).
+    inputs [batch, n, D, d] = [0, E(x_{t+1}), …, E(x_{t+D−1})], targets int
+    [batch, n, D] = x_{t+1} … x_{t+D}, weights float32 [batch, n, D] (1 where
+    the start and the target are real).
   """
   offsets = jnp.arange(1, length + 1)
   at = positions[:, None] + offsets[None, :]                      # [n, D]
-  h0 = top[:, positions]
   prev = emb[:, at[:, :-1]]                                       # [batch, n, D-1, d]
-  inputs = jnp.concatenate([jnp.zeros_like(prev[:, :, :1]), prev], axis=2) \
-      if length > 1 else jnp.zeros(emb.shape[:1] + (positions.shape[0], 1, emb.shape[-1]), emb.dtype)
+  first = jnp.zeros(emb.shape[:1] + (positions.shape[0], 1, emb.shape[-1]), emb.dtype)
+  inputs = jnp.concatenate([first, prev], axis=2)
   targets = tokens[:, at]
   if mask is None:
     weights = jnp.ones(targets.shape, jnp.float32)
   else:
     m = mask.astype(jnp.float32)
     weights = m[:, at] * m[:, positions][:, :, None]
-  return h0, inputs, targets, weights
+  return inputs, targets, weights

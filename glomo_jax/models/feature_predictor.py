@@ -25,7 +25,7 @@ def mix_heads(graph: jax.Array, values: jax.Array) -> jax.Array:
   """Per-head graph mixing.
 
   Args:
-    graph: [batch, K, T_target, T_source].
+    graph: [batch, K, T_target, T_source] (any number of target rows).
     values: [batch, T_source, d], d divisible by K.
 
   Returns:
@@ -53,16 +53,22 @@ class FeaturePredictor(nn.Module):
       self.value_bias = self.param("value_bias", fan_in_uniform(d),
                                    (c.num_graph_layers, d), c.params_dtype)
 
-  def layer(self, layer: int, h: jax.Array, graph: jax.Array) -> jax.Array:
-    """F^{l−1} [batch, T, d] and G^l [batch, K, T, T] -> F^l [batch, T, d]."""
+  def layer(self, layer: int, h: jax.Array, graph: jax.Array,
+            rows: jax.Array | None = None) -> jax.Array:
+    """F^{l−1} [batch, T, d] and G^l [batch, K, T, T] -> F^l [batch, T, d].
+
+    With `rows` (int [n]), `graph` holds only those target rows
+    ([batch, K, n, T]) and F^l is computed only there: [batch, n, d].
+    """
     c = self.config
     h = h.astype(c.compute_dtype)
+    here = h if rows is None else h[:, rows]
     if c.composition == "gru":
       m = mix_heads(graph, h)
-      return self.gru(jnp.concatenate([m * h, m], axis=-1), h)
+      return self.gru(jnp.concatenate([m * here, m], axis=-1), here)
     dt = c.compute_dtype
     v = jnp.dot(h, self.value_kernel[layer].astype(dt)) + self.value_bias[layer].astype(dt)
-    return h + mix_heads(graph, v)
+    return here + mix_heads(graph, v)
 
   def __call__(self, x: jax.Array, graphs: jax.Array) -> list[jax.Array]:
     """x: [batch, T, d] embeddings; graphs: [batch, L, K, T, T].

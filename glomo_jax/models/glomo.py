@@ -96,6 +96,24 @@ class GLoMo(nn.Module):
     bw = self._direction("bw", jnp.flip(emb, 1), mask_r, train, with_features)
     return emb, mask, fw, bw
 
+  def _start_states(self, which: str, emb, mask, train: bool, positions):
+    """Top-layer features F^L at the decoder start `positions` (int [n]) of
+    one direction's sequence: [batch, n, d].
+
+    Decoupled models compute the top layer only at those positions
+    (`GraphPredictor.split_graphs`): its other rows feed nothing in the loss.
+    """
+    if not self.config.decoupled:
+      _, feats = self._direction(which, emb, mask, train, with_features=True)
+      return feats[-1][:, positions]
+    graph = self.graph_fw if which == "fw" else self.graph_bw
+    feats = self.features_fw if which == "fw" else self.features_bw
+    lower, top = graph.split_graphs(emb, mask, train, positions)
+    h = emb
+    for layer in range(lower.shape[1]):
+      h = feats.layer(layer, h, lower[:, layer])
+    return feats.layer(lower.shape[1], h, top, rows=positions)
+
   # ---- public methods -------------------------------------------------------
   def graphs(self, tokens: jax.Array, mask: jax.Array | None = None,
              train: bool = False) -> jax.Array:
@@ -158,20 +176,25 @@ class GLoMo(nn.Module):
       the predicted targets of both directions.
     """
     c = self.config
-    emb, mask, (_, f_fw), (_, f_bw) = self._both(tokens, mask, train, with_features=True)
-    mask_r = None if mask is None else jnp.flip(mask, 1)
-    seqs = {"fw": (f_fw[-1], emb, tokens, mask),
-            "bw": (f_bw[-1], jnp.flip(emb, 1), jnp.flip(tokens, 1), mask_r)}
+    _check_inputs(tokens, mask)
     if c.objective == "context" and positions is None:
       positions = self.draw_positions(tokens.shape[1])
+    emb = self.embed(tokens)
+    if mask is not None:
+      mask = mask.astype(bool)
+    seqs = {"fw": (emb, tokens, mask),
+            "bw": (jnp.flip(emb, 1), jnp.flip(tokens, 1),
+                   None if mask is None else jnp.flip(mask, 1))}
     hidden, targets, weights = [], [], []
     for i, which in enumerate(DIRECTIONS):
-      top, e, tok, m = seqs[which]
+      e, tok, m = seqs[which]
       if c.objective == "context":
-        h0, inputs, tgt, w = context_targets(top, e, tok, m, jnp.asarray(positions[i]),
-                                             c.context_length)
+        pos = jnp.asarray(positions[i])
+        h0 = self._start_states(which, e, m, train, pos)
+        inputs, tgt, w = context_targets(e, tok, m, pos, c.context_length)
       else:
-        h0, inputs, tgt, w = sentence_targets(top, e, tok, m, c.sentence_length)
+        _, feats = self._direction(which, e, m, train, with_features=True)
+        h0, inputs, tgt, w = sentence_targets(feats[-1], e, tok, m, c.sentence_length)
       decoder = self.decoder_fw if which == "fw" else self.decoder_bw
       out = decoder(h0, inputs, train)
       hidden.append(out.reshape(-1, c.dim))

@@ -74,12 +74,39 @@ class GraphPredictor(nn.Module):
     Returns:
       [batch, L, K, T, T] graphs, [.., target j, source i].
     """
+    keys, queries = self._features(x, mask, train)
+    return self._graphs(keys, queries, slice(None), mask)
+
+  def split_graphs(self, x: jax.Array, mask: jax.Array | None, train: bool,
+                   top_rows: jax.Array) -> tuple[jax.Array, jax.Array]:
+    """The lower layers' graphs in full, the top layer's only at `top_rows`.
+
+    The pretraining loss reads the top layer's features only at the decoder
+    start positions, and row j of a graph feeds only position j, so the
+    top layer's other rows are never needed (same numbers, less work).
+
+    Args:
+      x, mask, train: as `__call__`.
+      top_rows: int [n] target positions (repeats allowed).
+
+    Returns:
+      ([batch, L−1, K, T, T] graphs of layers 1..L−1,
+       [batch, K, n, T] rows `top_rows` of layer L's graph).
+    """
+    keys, queries = self._features(x, mask, train)
+    last = self.config.num_graph_layers - 1
+    lower = self._graphs(keys, queries, slice(0, last), mask)
+    top = self._graphs(keys, queries, slice(last, last + 1), mask, rows=top_rows)
+    return lower, top[:, 0]
+
+  def _features(self, x, mask, train):
+    """Key and query CNN features, each [batch, T, d]."""
     if not self.config.decoupled:
       raise ValueError("a coupled graph predictor has no CNNs: use layer_graph "
                        "with the feature predictor's features")
     keys = self.key_cnn(self._dropout(x, train), mask, train)
     queries = self.query_cnn(self._dropout(x, train), mask, train)
-    return self._graphs(keys, queries, slice(None), mask)
+    return keys, queries
 
   def layer_graph(self, layer: int, features: jax.Array,
                   mask: jax.Array | None = None) -> jax.Array:
@@ -89,11 +116,15 @@ class GraphPredictor(nn.Module):
     """
     return self._graphs(features, features, slice(layer, layer + 1), mask)[:, 0]
 
-  def _graphs(self, keys, queries, layers, mask):
-    """keys, queries: [batch, T, d] -> graphs [batch, L', K, T, T] for `layers`."""
+  def _graphs(self, keys, queries, layers, mask, rows=None):
+    """keys, queries: [batch, T, d] -> graphs [batch, L', K, R, T] for `layers`
+    (a slice), R = T target rows, or the n given `rows` (int [n])."""
     c = self.config
     dt, gdt = c.compute_dtype, c.graph_dtype
     cast = lambda a: a.astype(dt)
+    length = keys.shape[1]
+    if rows is not None:
+      queries = queries[:, rows]
     k = jnp.einsum("btd,ldkh->blkth", cast(keys), cast(self.key_kernel[layers]))
     k = k + cast(self.key_bias[layers])[None, :, :, None, :]
     q = jnp.einsum("btd,ldkh->blkth", cast(queries), cast(self.query_kernel[layers]))
@@ -108,7 +139,7 @@ class GraphPredictor(nn.Module):
         threshold = threshold[..., None]
       else:
         threshold = self.threshold_bias[layers].astype(gdt)[None, :, None, None, None]
-    allowed = allowed_sources(keys.shape[1], mask)
+    allowed = allowed_sources(length, mask, rows)
     if mask is not None:
-      allowed = allowed[:, None]                       # [batch, 1, 1, T, T]
+      allowed = allowed[:, None]                       # [batch, 1, 1, R, T]
     return normalize_graph(scores.astype(gdt), threshold, allowed, c.sparsity)

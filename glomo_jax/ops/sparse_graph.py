@@ -14,7 +14,8 @@ import jax.numpy as jnp
 EPSILON = 1e-16  # the authors' normaliser: G = a / (Σ a + 1e-16)
 
 
-def allowed_sources(length: int, mask: jax.Array | None = None) -> jax.Array:
+def allowed_sources(length: int, mask: jax.Array | None = None,
+                    rows: jax.Array | None = None) -> jax.Array:
   """Which (target j, source i) pairs may carry weight.
 
   Strictly causal (i < j) and, when a padding mask is given, neither the
@@ -23,16 +24,20 @@ def allowed_sources(length: int, mask: jax.Array | None = None) -> jax.Array:
   Args:
     length: T.
     mask: optional [batch, T], true/1 for real tokens.
+    rows: optional int [n]: only these target positions (the rows of a
+      graph computed for a few targets), in this order.
 
   Returns:
-    bool [T, T] without a mask, else bool [batch, 1, T, T] (broadcasts over
-    heads); entry [.., j, i] is True when target j may read source i.
+    bool [R, T] without a mask, else bool [batch, 1, R, T] (broadcasts over
+    heads), R = T or n; entry [.., r, i] is True when target j = rows[r]
+    (or r) may read source i.
   """
-  causal = jnp.tril(jnp.ones((length, length), dtype=bool), k=-1)
+  targets = jnp.arange(length) if rows is None else jnp.asarray(rows)
+  causal = jnp.arange(length)[None, :] < targets[:, None]
   if mask is None:
     return causal
   m = mask.astype(bool)
-  return causal[None, None] & m[:, None, None, :] & m[:, None, :, None]
+  return causal[None, None] & m[:, None, None, :] & m[:, targets][:, None, :, None]
 
 
 def normalize_graph(scores: jax.Array, threshold: jax.Array | float,
