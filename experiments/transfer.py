@@ -36,7 +36,8 @@ from ml_collections import config_dict
 
 VARIANTS = {"baseline": "none", "embeddings": "embeddings", "rnn": "rnn",
             "uniform": "uniform"}
-EVAL_SPLITS = {"imdb": ("test",), "snli": ("test",), "mnli": ("matched", "mismatched")}
+EVAL_SPLITS = {"imdb": ("test",), "snli": ("test",), "mnli": ("matched", "mismatched"),
+               "agreement": ("test",)}
 FAST_COMPILE = {"xla_backend_optimization_level": 0, "xla_cpu_use_fusion_emitters": False}
 
 
@@ -78,14 +79,19 @@ def transfer_config(task: str, *, max_words: int, model: Mapping[str, Any],
     else:
       optim_fields[key] = value
   return ml_collections.ConfigDict({
-      "task": task,                      # 'imdb' | 'mnli' | 'snli'
-      "source": "files",                 # 'files' (JSON lines) | 'tfds'
+      "task": task,                      # 'imdb' | 'mnli' | 'snli' | 'agreement'
+      "source": "files",                 # 'files' (JSON lines) | 'tfds' | 'synthetic'
       # JSON-lines paths (source='files'); 'train' is required, 'validation'
       # replaces the carved split, the others are evaluation splits.
       "files": {name: _opt(str) for name in ("train", "validation", "test", "matched",
                                                "mismatched")},
       "tfds": {"data_dir": _opt(str), "validation": _opt(str), "reader": "auto",
                "download": False},
+      # source='synthetic' (task 'agreement', glomo_jax.tasks.agreement):
+      # sentences of the built-in language after the pretraining corpus
+      # `synthetic` (its num_documents and seed), split sizes below.
+      "synthetic": {"num_documents": 2000, "seed": 0, "train": 2000, "validation": 500,
+                    "test": 1000},
       "val_fraction": 0.1,               # of train, when no validation split is given
       "data_seed": 0,                    # validation carve and subsets (not `seed`)
       "max_train_examples": _opt(int),
@@ -114,8 +120,11 @@ def _check(config) -> None:
     raise ValueError(f"unknown task {config.task!r}: one of {sorted(EVAL_SPLITS)}")
   if config.variant not in VARIANTS:
     raise ValueError(f"unknown variant {config.variant!r}: one of {list(VARIANTS)}")
-  if config.source not in ("files", "tfds"):
-    raise ValueError(f"unknown source {config.source!r}: 'files' or 'tfds'")
+  if config.source not in ("files", "tfds", "synthetic"):
+    raise ValueError(f"unknown source {config.source!r}: 'files', 'tfds' or 'synthetic'")
+  if (config.task == "agreement") != (config.source == "synthetic"):
+    raise ValueError("task 'agreement' reads source='synthetic' (the built-in language), "
+                     f"and only it does: got task {config.task!r}, source {config.source!r}")
   if config.source == "files":
     if not config.files.train:
       raise ValueError("source='files' needs --config.files.train=PATH (JSON lines, e.g. "
@@ -149,7 +158,13 @@ def run(config: ml_collections.ConfigDict, workdir: str) -> dict[str, Any]:
 
   os.makedirs(workdir, exist_ok=True)
   task, glomo = config.task, VARIANTS[config.variant]
-  if config.source == "files":
+  if config.source == "synthetic":
+    from glomo_jax.data import SyntheticConfig  # noqa: PLC0415
+    syn = config.synthetic
+    data = tasks.load_agreement_task(
+        syn.train, syn.validation, syn.test, seed=config.data_seed,
+        synthetic=SyntheticConfig(num_documents=syn.num_documents, seed=syn.seed))
+  elif config.source == "files":
     files = {n: p for n, p in config.files.items() if p}
     data = tasks.load_task(task, "files", files=files, val_fraction=config.val_fraction,
                            seed=config.data_seed,
@@ -203,7 +218,7 @@ def run(config: ml_collections.ConfigDict, workdir: str) -> dict[str, Any]:
                 freeze_embeddings=m.freeze_embeddings, glomo=glomo,
                 transfer_layers=transfer_layers or 3, num_mixtures=m.num_mixtures,
                 conditioned=m.conditioned, transfer_features=m.transfer_features)
-  if task == "imdb":
+  if len(data.text_fields) == 1:          # imdb, agreement: one text
     model = tasks.IMDBClassifier(rnn_layers=m.get("rnn_layers"), **common)
   else:
     model = tasks.ESIM(self_attention=m.get("self_attention", True), **common)

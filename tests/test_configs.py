@@ -1,5 +1,6 @@
 """Every experiment config loads, builds a TrainConfig, and rejects typos."""
 import glob
+import json
 import importlib
 import os
 import subprocess
@@ -69,3 +70,21 @@ def test_malloc_tuning_environment():
       env={**os.environ, "GLOMO_JAX_MALLOC_TUNE": "1", "PYTHONPATH": REPO,
            "GLIBC_TUNABLES": ""})
   assert out.stdout.strip() == "True", out.stderr[-2000:]
+
+
+def test_demo_main_job_end_to_end(tmp_path):
+  """`make demo` at tiny sizes: pretrain, export, heatmap, arc scores, and the
+  agreement transfer runs (baseline, uniform, GLoMo) with their table."""
+  workdir = tmp_path / "demo"
+  out = subprocess.run(
+      [sys.executable, "-m", "experiments.demo", "--config=experiments/configs/demo.py:tiny",
+       f"--workdir={workdir}", "--transfer_preset=tiny"],
+      cwd=REPO, capture_output=True, text=True, timeout=600)
+  assert out.returncode == 0, out.stderr[-3000:]
+  assert (workdir / "graphs.png").exists() and (workdir / "export").is_dir()
+  assert "graph weight on the planted true arcs" in out.stdout
+  table = out.stdout[out.stdout.index("downstream:"):]
+  for variant in ("baseline", "uniform", "embeddings"):
+    assert variant in table
+    results = json.loads((workdir / "agreement" / variant / "results.json").read_text())
+    assert results["task"] == "agreement" and 0 <= results["test"] <= 1

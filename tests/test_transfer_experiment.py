@@ -16,6 +16,7 @@ REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, REPO)
 
 from experiments import transfer  # noqa: E402
+from experiments.configs import agreement as agreement_config  # noqa: E402
 from experiments.configs import imdb as imdb_config  # noqa: E402
 from experiments.configs import mnli as mnli_config  # noqa: E402
 
@@ -51,15 +52,16 @@ def _glove(path, words, dim):
   return str(path)
 
 
-@pytest.mark.parametrize("name", ["imdb", "mnli"])
+@pytest.mark.parametrize("name", ["imdb", "mnli", "agreement"])
 @pytest.mark.parametrize("arg", ["", "tiny"])
 def test_transfer_configs_load(name, arg):
-  module = {"imdb": imdb_config, "mnli": mnli_config}[name]
+  module = {"imdb": imdb_config, "mnli": mnli_config, "agreement": agreement_config}[name]
   config = module.get_config(arg)
   assert config.task == name and config.variant in transfer.VARIANTS
   assert "corpus" not in config  # not a pretraining config (tests/test_configs.py)
   assert config.files.train is None  # no default data path
   assert config.graph_cache_dir is None and config.predictor_export is None
+  assert (config.source == "synthetic") == (name == "agreement")
   config.files.train = "x.jsonl"
   config.optim.patience = None  # optional fields take None and their type
   config.optim.steps = 3
@@ -134,10 +136,29 @@ def test_embeddings_variant_with_a_predictor_and_train_only_data(tmp_path, tiny_
   assert results["config"]["graph_cache_dir"] is None
 
 
+def test_agreement_task_with_and_without_graphs(tmp_path, tiny_export):
+  """The demo's transfer run: the built-in agreement task, baseline and GLoMo
+  (graphs of a predictor whose tokenizer has never seen the words: they
+  still align, every word has pieces)."""
+  for variant in ("baseline", "embeddings"):
+    config = agreement_config.get_config("tiny")
+    config.variant = variant
+    config.predictor_export = tiny_export if variant == "embeddings" else None
+    results = transfer.run(config, str(tmp_path / variant))
+    assert (results["task"], results["variant"]) == ("agreement", variant)
+    assert results["examples"] == {"train": 64, "validation": 32, "test": 32}
+    assert 0 <= results["test"] <= 1 and "note" not in results
+    assert (results["predictor"] is None) == (variant == "baseline")
+
+
 def test_errors_before_any_work(tmp_path):
   config = imdb_config.get_config("tiny")
   with pytest.raises(ValueError, match="files.train"):
     transfer.run(config, str(tmp_path / "a"))
+  config.source = "synthetic"
+  with pytest.raises(ValueError, match="agreement"):
+    transfer.run(config, str(tmp_path / "a"))
+  config.source = "files"
   config.files.train = "train.jsonl"
   config.variant = "embeddings"
   with pytest.raises(ValueError, match="predictor_export"):
