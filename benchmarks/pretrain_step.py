@@ -390,6 +390,7 @@ def worker_step(args) -> dict:
   compiled = lowered.compile()
   compile_s = time.perf_counter() - t0
   rss_after_compile = rss_mb()
+  _host_memory().release_free_memory()  # as the trainer does after set-up
   host = np.random.default_rng(args.seed + 1)
 
   def one_step(state):

@@ -98,7 +98,7 @@ def transfer_table(results: list[dict]) -> str:
 
 def main(argv):
   del argv
-  reexec_with_tuned_malloc()  # GLOMO_JAX_MALLOC_TUNE=1: glibc heap kept (CPU speed)
+  reexec_with_tuned_malloc()  # glibc settings for CPU steps (GLOMO_JAX_MALLOC_TUNE=0: off)
   quiet_libraries()
   from glomo_jax.train import TrainConfig, train_and_evaluate  # noqa: PLC0415
   from experiments.plot_graphs import plot_sentence  # noqa: PLC0415

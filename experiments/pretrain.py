@@ -32,7 +32,7 @@ flags.mark_flags_as_required(["config", "workdir"])
 
 def main(argv):
   del argv
-  reexec_with_tuned_malloc()  # GLOMO_JAX_MALLOC_TUNE=1: glibc heap kept (CPU speed)
+  reexec_with_tuned_malloc()  # glibc settings for CPU steps (GLOMO_JAX_MALLOC_TUNE=0: off)
   quiet_libraries()
   import jax  # noqa: PLC0415 (after flags: platform settings come from the environment)
   if _DISTRIBUTED.value:

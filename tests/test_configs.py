@@ -63,13 +63,16 @@ def test_malloc_tuning_environment():
   env = host_memory.tuned_environment({"GLIBC_TUNABLES": "glibc.foo=1"})
   assert env["GLIBC_TUNABLES"] == "glibc.foo=1:" + host_memory.MALLOC_TUNABLES
   assert host_memory.tuned_environment(env) == env
-  out = subprocess.run(
-      [sys.executable, "-c", "import os, sys; from glomo_jax.host_memory import *; "
-       "reexec_with_tuned_malloc(); print(malloc_tuned())"],
-      cwd=REPO, capture_output=True, text=True, timeout=120,
-      env={**os.environ, "GLOMO_JAX_MALLOC_TUNE": "1", "PYTHONPATH": REPO,
-           "GLIBC_TUNABLES": ""})
-  assert out.stdout.strip() == "True", out.stderr[-2000:]
+  code = ("from glomo_jax.host_memory import *; reexec_with_tuned_malloc(); "
+          "print(malloc_tuned(), release_free_memory())")
+  for setting, expected in (("1", "True True"), (None, "True True"), ("0", "False True")):
+    env = {**os.environ, "PYTHONPATH": REPO, "GLIBC_TUNABLES": ""}
+    env.pop("GLOMO_JAX_MALLOC_TUNE", None)
+    if setting is not None:
+      env["GLOMO_JAX_MALLOC_TUNE"] = setting
+    out = subprocess.run([sys.executable, "-c", code], cwd=REPO, capture_output=True,
+                         text=True, timeout=120, env=env)
+    assert out.stdout.strip() == expected, (setting, out.stderr[-2000:])
 
 
 def test_demo_main_job_end_to_end(tmp_path):

@@ -76,6 +76,37 @@ def test_gradients_are_finite_on_empty_rows():
     assert np.all(np.isfinite(np.asarray(grad)))
 
 
+def plain_graph(scores, threshold, allowed):
+  """Eq. 1 written out, differentiated by autodiff (the reference)."""
+  a = jnp.where(allowed, jax.nn.relu(scores - threshold), 0.0) ** 2
+  return a / (jnp.sum(a, axis=-1, keepdims=True) + 1e-16)
+
+
+@pytest.mark.parametrize("theta_shape", ["per_row", "per_layer", "scalar"])
+def test_hand_written_gradient_equals_autodiff(theta_shape):
+  """The squared-ReLU graph's custom VJP (scores and θ) against autodiff of
+  the plain formula, float64, with padding, empty rows and every θ layout."""
+  with jax.enable_x64(True):
+    rng = np.random.default_rng(1)
+    scores = jnp.asarray(rng.normal(size=(2, 3, 4, 6, 6)))          # [B, L, K, T, T]
+    theta = {"per_row": rng.normal(size=(2, 3, 4, 6, 1)) * 0.5,
+             "per_layer": rng.normal(size=(1, 3, 1, 1, 1)) * 0.5,
+             "scalar": np.float64(0.3)}[theta_shape]
+    theta = jnp.asarray(theta)
+    mask = jnp.asarray([[1, 1, 1, 1, 0, 0], [0, 1, 1, 1, 1, 1]])
+    allowed = allowed_sources(6, mask)[:, None]                     # [B, 1, 1, T, T]
+    weights = jnp.asarray(rng.normal(size=scores.shape))
+    ours = lambda s, t: jnp.sum(weights * normalize_graph(s, t, allowed))
+    ref = lambda s, t: jnp.sum(weights * plain_graph(s, t, allowed))
+    np.testing.assert_allclose(ours(scores, theta), ref(scores, theta), rtol=1e-13)
+    got = jax.jit(jax.grad(ours, argnums=(0, 1)))(scores, theta)
+    want = jax.grad(ref, argnums=(0, 1))(scores, theta)
+    for g, w in zip(got, want):
+      assert g.shape == w.shape
+      np.testing.assert_allclose(g, w, rtol=1e-10, atol=1e-13)
+    assert np.abs(np.asarray(got[1])).max() > 0
+
+
 def test_unknown_sparsity_is_a_clear_error():
   with pytest.raises(ValueError, match="sparsity"):
     normalize_graph(jnp.zeros((2, 2)), 0.0, allowed_sources(2), "relu")

@@ -59,11 +59,14 @@ def normalize_graph(scores: jax.Array, threshold: jax.Array | float,
 
   Returns:
     graph with the shape and dtype of `scores`.
+
+  The squared-ReLU graph has a hand-written gradient (`_squared_relu_graph`):
+  its backward pass keeps only a = ReLU(s − θ) on allowed pairs and the row
+  normalisers, and is one fused pass over [..., T, T].
   """
   if sparsity == "squared_relu":
-    a = jnp.where(allowed, jax.nn.relu(scores - threshold), 0.0)
-    a = a * a
-    return a / (jnp.sum(a, axis=-1, keepdims=True) + EPSILON)
+    threshold = jnp.asarray(threshold, scores.dtype)
+    return _squared_relu_graph(scores, threshold, jnp.asarray(allowed, bool))
   if sparsity == "softmax":
     masked = jnp.where(allowed, scores, -jnp.inf)
     row_max = jnp.max(masked, axis=-1, keepdims=True)
@@ -72,3 +75,37 @@ def normalize_graph(scores: jax.Array, threshold: jax.Array | float,
     z = jnp.sum(e, axis=-1, keepdims=True)
     return e / jnp.where(z > 0, z, 1.0)
   raise ValueError(f"unknown sparsity {sparsity!r}; use 'squared_relu' or 'softmax'")
+
+
+def _sum_to_shape(x: jax.Array, shape: tuple[int, ...]) -> jax.Array:
+  """Sums x over the axes along which an array of `shape` was broadcast to it."""
+  lead = x.ndim - len(shape)
+  axes = tuple(range(lead)) + tuple(
+      lead + i for i, n in enumerate(shape) if n == 1 and x.shape[lead + i] != 1)
+  return jnp.sum(x, axis=axes).reshape(shape) if axes else x.reshape(shape)
+
+
+@jax.custom_vjp
+def _squared_relu_graph(scores, threshold, allowed):
+  a = jnp.where(allowed, jax.nn.relu(scores - threshold), 0.0)
+  a2 = a * a
+  return a2 / (jnp.sum(a2, axis=-1, keepdims=True) + EPSILON)
+
+
+def _squared_relu_graph_fwd(scores, threshold, allowed):
+  a = jnp.where(allowed, jax.nn.relu(scores - threshold), 0.0)
+  a2 = a * a
+  z = jnp.sum(a2, axis=-1, keepdims=True) + EPSILON
+  return a2 / z, (a, z, threshold.shape)
+
+
+def _squared_relu_graph_bwd(res, g):
+  """G = a²/z, z = Σ a² + ε: dG/da_i = 2a_i(δ − G)/z, so
+  ds = 2a/z · (g − Σ_j g_j G_j) and dθ = −Σ ds over θ's broadcast axes."""
+  a, z, theta_shape = res
+  inner = jnp.sum(g * a * a, axis=-1, keepdims=True) / z
+  ds = (2.0 / z) * a * (g - inner)
+  return ds, _sum_to_shape(-ds, theta_shape), None
+
+
+_squared_relu_graph.defvjp(_squared_relu_graph_fwd, _squared_relu_graph_bwd)

@@ -29,6 +29,7 @@ from glomo_jax.data.corpus import iter_documents
 from glomo_jax.data.synthetic import vocabulary as synthetic_vocabulary
 from glomo_jax.data.tokenizer import train_tokenizer, train_word_tokenizer
 from glomo_jax.eval.arcs import ArcAccumulator
+from glomo_jax.host_memory import release_free_memory
 from glomo_jax.models.glomo import GLoMo
 from glomo_jax.train.checkpoint import Checkpointer
 from glomo_jax.train.config import TrainConfig
@@ -246,6 +247,8 @@ def _run(config: TrainConfig, workdir: str, preemption: _Preemption) -> dict[str
     want_eval = last or step % config.eval_every == 0
     if step % config.log_every == 0 or want_save or want_eval or step == first + 1:
       m = jax.device_get(metrics)
+      if step == first + 1:
+        release_free_memory()  # set-up and compiling done: hand their pages back
       if not _finite(m):
         steps = ckpt.steps()
         raise NonFiniteLossError(
