@@ -177,3 +177,26 @@ def test_errors_before_any_work(tmp_path):
       cwd=REPO, capture_output=True, text=True, timeout=120)
   assert out.returncode != 0 and "stepz" in out.stderr
   assert not os.path.exists(tmp_path / "e")
+
+
+def test_grid_runs_variants_and_seeds_resumes_and_tabulates(tmp_path):
+  import shutil  # noqa: PLC0415
+  root = tmp_path / "grid"
+  cmd = [sys.executable, "-m", "experiments.transfer_grid",
+         "--config=experiments/configs/agreement.py:tiny", f"--root={root}",
+         "--variants=baseline,uniform", "--seeds=0,1",
+         f"--parallel={2 if shutil.which('taskset') else 1}", "--",
+         "--config.optim.steps=2", "--config.predictor_export=/nonexistent"]
+  out = subprocess.run(cmd, cwd=REPO, capture_output=True, text=True, timeout=600)
+  assert out.returncode == 0, out.stdout[-2000:] + out.stderr[-2000:]
+  runs = sorted(os.listdir(root))
+  assert runs == ["baseline_s0", "baseline_s1", "table.md", "uniform_s0", "uniform_s1"]
+  seeds = [json.loads((root / r / "results.json").read_text())["seed"] for r in runs[:2]]
+  assert seeds == [0, 1]
+  table = (root / "table.md").read_text()
+  rows = [line for line in table.splitlines() if line.startswith("| baseline")
+          or line.startswith("| uniform")]
+  assert len(rows) == 2 and all("±" in r and "0,1" in r for r in rows)
+  assert "predictor_export" not in table  # dropped for variants without graphs
+  again = subprocess.run(cmd, cwd=REPO, capture_output=True, text=True, timeout=600)
+  assert again.returncode == 0 and again.stdout.count("done already") == 4

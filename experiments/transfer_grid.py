@@ -1,0 +1,160 @@
+r"""Runs a transfer config for several variants and seeds, then tabulates them.
+
+  python -m experiments.transfer_grid --config=experiments/configs/imdb.py \
+      --root=runs/grid/imdb --variants=baseline,embeddings,uniform --seeds=0,1,2 \
+      --parallel=2 -- \
+      --config.files.train=../shared/data/imdb/imdb_train.jsonl.gz \
+      --config.predictor_export=runs/wiki_cpu/export
+
+Every run is `python -m experiments.transfer --config=CONFIG --config.variant=V
+--config.seed=S --workdir=ROOT/V_sS` plus the arguments after `--` (the
+same for every run; `predictor_export` is dropped for variants that read no
+graphs). A run whose results.json exists is not repeated, so rerunning the
+command resumes. With --parallel=N, N runs go at once, each pinned to its own
+CPU core (taskset) with one XLA thread, which on a small CPU host is faster
+than N·threads in one process for these small-matrix models.
+
+Finally ROOT/table.md (and stdout) gets one row per variant: validation
+(and test / matched / mismatched) accuracy as mean ± sample std over seeds,
+the number of seeds, training wall time, and the command of that row.
+"""
+from __future__ import annotations
+
+import json
+import os
+import shlex
+import statistics
+import subprocess
+import sys
+import time
+
+from absl import app, flags
+
+_CONFIG = flags.DEFINE_string("config", None, "Transfer config file (with :preset if any).")
+_ROOT = flags.DEFINE_string("root", None, "Directory of the runs (ROOT/VARIANT_sSEED).")
+_VARIANTS = flags.DEFINE_list("variants", ["baseline", "embeddings", "uniform"], "Variants.")
+_SEEDS = flags.DEFINE_list("seeds", ["0", "1", "2"], "Seeds (config.seed).")
+_PARALLEL = flags.DEFINE_integer("parallel", 1, "Runs at once, one CPU core each.")
+_TABLE_ONLY = flags.DEFINE_bool("table_only", False, "Only tabulate existing results.")
+flags.mark_flags_as_required(["config", "root"])
+
+GRAPH_VARIANTS = ("embeddings", "rnn")
+METRICS = ("validation_accuracy", "test", "matched", "mismatched")
+
+
+def run_command(config: str, variant: str, seed: str, workdir: str,
+                extra: list[str]) -> list[str]:
+  args = [a for a in extra
+          if variant in GRAPH_VARIANTS or not a.startswith("--config.predictor_export")]
+  return [sys.executable, "-m", "experiments.transfer", f"--config={config}",
+          f"--config.variant={variant}", f"--config.seed={seed}",
+          f"--workdir={workdir}"] + args
+
+
+def _pinned_env(core: int | None) -> dict:
+  """The environment of a run; pinned runs get one XLA (Eigen) thread."""
+  env = dict(os.environ)
+  if core is not None:
+    env["XLA_FLAGS"] = (env.get("XLA_FLAGS", "") + " --xla_cpu_multi_thread_eigen=false").strip()
+  return env
+
+
+def run_grid(config: str, root: str, variants, seeds, parallel: int,
+             extra: list[str]) -> None:
+  todo = []
+  for variant in variants:
+    for seed in seeds:
+      workdir = os.path.join(root, f"{variant}_s{seed}")
+      if os.path.exists(os.path.join(workdir, "results.json")):
+        print(f"done already: {workdir}")
+        continue
+      todo.append((run_command(config, variant, seed, workdir, extra), workdir))
+  cores = list(range(os.cpu_count() or 1))
+  running = []          # (process, core, workdir, log file)
+  failed = []
+  while todo or running:
+    while todo and len(running) < max(1, parallel):
+      busy = {r[1] for r in running}
+      core = next((c for c in cores if c not in busy), None) if parallel > 1 else None
+      cmd, workdir = todo.pop(0)
+      if core is not None:
+        cmd = ["taskset", "-c", str(core)] + cmd
+      os.makedirs(workdir, exist_ok=True)
+      log = open(os.path.join(workdir, "log.txt"), "w", encoding="utf-8")
+      where = "" if core is None else f" (core {core})"
+      print(f"[{time.strftime('%H:%M:%S')}] start{where}: "
+            + " ".join(shlex.quote(c) for c in cmd), flush=True)
+      proc = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT,
+                              env=_pinned_env(core))
+      running.append((proc, core, workdir, log))
+    time.sleep(2)
+    for item in list(running):
+      proc, _, workdir, log = item
+      if proc.poll() is None:
+        continue
+      log.close()
+      running.remove(item)
+      ok = proc.returncode == 0
+      print(f"[{time.strftime('%H:%M:%S')}] {'done' if ok else 'FAILED'}: {workdir}",
+            flush=True)
+      if not ok:
+        failed.append(workdir)
+  if failed:
+    raise SystemExit(f"{len(failed)} run(s) failed; see log.txt in {failed}")
+
+
+def _mean_std(values: list[float]) -> str:
+  if not values:
+    return "–"
+  mean = 100 * statistics.fmean(values)
+  if len(values) == 1:
+    return f"{mean:.2f}"
+  return f"{mean:.2f} ± {100 * statistics.stdev(values):.2f}"
+
+
+def table(config: str, root: str, variants, extra: list[str]) -> str:
+  rows, columns = [], list(METRICS)
+  present = set()
+  results = {}
+  for variant in variants:
+    found = []
+    for name in sorted(os.listdir(root)) if os.path.isdir(root) else []:
+      path = os.path.join(root, name, "results.json")
+      if name.startswith(f"{variant}_s") and os.path.exists(path):
+        with open(path, encoding="utf-8") as f:
+          found.append(json.load(f))
+    results[variant] = found
+    for r in found:
+      present.update(m for m in columns if r.get(m) is not None)
+  columns = [m for m in columns if m in present]
+  head = ["variant", "seeds"] + [c.replace("_accuracy", "") for c in columns] + [
+      "train time / run (min)", "command (add --config.seed=S --workdir=DIR)"]
+  lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
+  for variant, found in results.items():
+    if not found:
+      continue
+    cells = [variant, ",".join(str(r["seed"]) for r in found)]
+    for c in columns:
+      cells.append(_mean_std([r[c] for r in found if r.get(c) is not None]))
+    cells.append(f"{statistics.fmean(r['train_time_s'] for r in found) / 60:.1f}")
+    cmd = run_command(config, variant, "S", "DIR", extra)[1:-2]
+    cells.append("`python " + " ".join(shlex.quote(c) for c in cmd) + "`")
+    lines.append("| " + " | ".join(cells) + " |")
+  rows.append("\n".join(lines))
+  return "\n".join(rows) + "\n\nAccuracy in %, mean ± sample std over seeds.\n"
+
+
+def main(argv):
+  extra = list(argv[1:])
+  root = _ROOT.value
+  if not _TABLE_ONLY.value:
+    run_grid(_CONFIG.value, root, _VARIANTS.value, _SEEDS.value, _PARALLEL.value, extra)
+  text = table(_CONFIG.value, root, _VARIANTS.value, extra)
+  os.makedirs(root, exist_ok=True)
+  with open(os.path.join(root, "table.md"), "w", encoding="utf-8") as f:
+    f.write(text)
+  print(text)
+
+
+if __name__ == "__main__":
+  app.run(main)
