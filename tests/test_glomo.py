@@ -209,6 +209,37 @@ def test_jit_value_and_grad_on_cpu():
   assert sum(float(jnp.abs(g).sum()) > 0 for g in leaves) == len(leaves)
 
 
+def test_bfloat16_compute_keeps_float32_params_graphs_and_loss():
+  """Mixed precision: bfloat16 matmuls, float32 parameters, gradients, graph
+  normalisation and loss; the loss stays close to the float32 model's."""
+  config = ModelConfig.tiny(sample_positions=5)
+  model, variables, tokens = init_model(config)
+  low = GLoMo(config.replace(dtype="bfloat16"))
+  positions = (jnp.arange(5), jnp.arange(5) + 1)
+
+  def loss_and_grads(m):
+    def f(p):
+      (loss, _), _ = m.apply({**variables, "params": p}, tokens, train=True,
+                             positions=positions, mutable=["batch_stats"])
+      return loss
+    return jax.jit(jax.value_and_grad(f))(variables["params"])
+
+  (loss32, g32), (loss16, g16) = loss_and_grads(model), loss_and_grads(low)
+  assert loss16.dtype == jnp.float32
+  assert all(g.dtype == jnp.float32 for g in jax.tree_util.tree_leaves(g16))
+  np.testing.assert_allclose(loss16, loss32, rtol=2e-2)
+  graphs = low.apply(variables, tokens, method=GLoMo.graphs)
+  assert graphs.dtype == jnp.float32
+  sums = np.asarray(graphs.sum(-1))
+  assert np.all((np.abs(sums - 1) < 1e-5) | (sums == 0)) and (sums > 0.5).mean() > 0.3
+  # gradients point the same way (conv biases before BatchNorm have a zero
+  # gradient in exact arithmetic: rounding noise only, left out)
+  pairs = [(a, b) for a, b in zip(jax.tree_util.tree_leaves(g32), jax.tree_util.tree_leaves(g16))
+           if float(jnp.linalg.norm(a)) > 1e-6]
+  cos = [float(jnp.vdot(a, b) / (jnp.linalg.norm(a) * jnp.linalg.norm(b))) for a, b in pairs]
+  assert len(pairs) > 20 and min(cos) > 0.8 and np.median(cos) > 0.999
+
+
 def expected_param_count(c: ModelConfig) -> int:
   d, K, H, L, V, k = c.dim, c.num_heads, c.head_dim, c.num_graph_layers, c.vocab_size, c.kernel_size
   conv_block = k * d * d + d + 2 * d                       # conv weight, bias, BN scale/bias
