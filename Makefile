@@ -4,7 +4,7 @@ PY ?= python3
 VENV ?= .venv
 BIN := $(VENV)/bin
 
-.PHONY: install install-test test demo equivalence bench clean
+.PHONY: install install-test test demo equivalence bench bench-all clean
 
 $(BIN)/python:
 	$(PY) -m venv $(VENV)
@@ -33,11 +33,19 @@ equivalence: install-test
 # benchmarks/results/ (git-ignored). Extra flags:
 # make bench BENCH_ARGS="--rounds 3 --steps 12"
 PEER ?= ../shared/peers/glomo_torch_reference.py
+# torch for the peer only (never a product dependency): the CPU wheel from
+# PyTorch's index where it is reachable, else torch 2.13.0 from pip's index.
+TORCH_CPU = $(BIN)/pip install -q 'torch==2.13.0' --index-url https://download.pytorch.org/whl/cpu \
+	  2>/dev/null || $(BIN)/pip install -q 'torch==2.13.0'
 BENCH_ARGS ?=
 bench: install
-	$(BIN)/python -c "import torch" 2>/dev/null || \
-	  $(BIN)/pip install -q 'torch==2.13.0' --index-url https://download.pytorch.org/whl/cpu
+	$(BIN)/python -c "import torch" 2>/dev/null || $(TORCH_CPU)
 	$(BIN)/python benchmarks/pretrain_step.py --config small --peer $(PEER) --rounds 2 $(BENCH_ARGS)
+
+# Every measurement of benchmarks/RESULTS.md (about 45 minutes; quiet machine).
+bench-all: install
+	$(BIN)/python -c "import torch" 2>/dev/null || $(TORCH_CPU)
+	benchmarks/run_all.sh $(BIN)/python $(PEER)
 
 clean:
 	rm -rf $(VENV) build *.egg-info

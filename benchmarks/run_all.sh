@@ -1,0 +1,24 @@
+#!/usr/bin/env bash
+# Every measurement of benchmarks/RESULTS.md, in one go (about 45 minutes on
+# 2 cores; run it on a quiet machine). Results: benchmarks/results/ (markdown,
+# PNG, pretrain_step.jsonl). Usage: benchmarks/run_all.sh [PYTHON] [PEER]
+set -euo pipefail
+cd "$(dirname "$0")/.."
+PY=${1:-.venv/bin/python}
+PEER=${2:-../shared/peers/glomo_torch_reference.py}
+B="$PY benchmarks/pretrain_step.py"
+export JAX_PLATFORMS=${JAX_PLATFORMS:-cpu}
+set -x
+# 1-2. against the peer: `small`, and the paper model at batch 8
+$B --config small --peer "$PEER" --rounds 3 --steps 12 --warmup 3
+$B --config paper --bsz 8 --peer "$PEER" --rounds 2 --steps 6 --warmup 4
+# 3. decoding every position (the paper's objective), both programs
+$B --config small --sample_positions 0 --peer "$PEER" --rounds 2 --steps 6 --warmup 3
+# 4. mixed precision: speed, and float32 vs bfloat16 loss curves from one init
+$B --config small --dtype bfloat16 --rounds 2 --steps 12 --warmup 3
+$B --config small --loss_curve 60 --loss_curve_pool 4
+# 5. growth with window length and batch size, both programs (table + PNG)
+$B --config small --sweep T --peer "$PEER" --rounds 1 --steps 4 --warmup 2
+$B --config small --sweep B --peer "$PEER" --rounds 1 --steps 4 --warmup 2
+# 6. input pipeline on one core
+$B --config small --pipeline --pipeline_docs 0
