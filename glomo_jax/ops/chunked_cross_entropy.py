@@ -107,31 +107,37 @@ def _chunked_ce(chunk, hidden, table, targets, weights):
 def _chunked_ce_fwd(chunk, hidden, table, targets, weights):
   acc = _acc_dtype(hidden, table)
 
-  def body(dtable, xs):
+  def body(dtable_t, xs):
     h, y, w = xs
     logits, lse, ce = _chunk_ce(h, y, table, acc)
     onehot = jnp.arange(logits.shape[-1], dtype=y.dtype)[None, :] == y[:, None]
     dlogits = (jnp.exp(logits - lse[:, None]) - onehot) * w.astype(acc)[:, None]
     dlogits = dlogits.astype(table.dtype)
     dh = jnp.einsum("nv,vd->nd", dlogits, table, preferred_element_type=acc)
-    dtable = dtable + jnp.einsum("nv,nd->vd", dlogits, h, preferred_element_type=acc)
-    return dtable, (ce, dh.astype(h.dtype))
+    # The table's gradient is accumulated transposed, [dim, V] = hᵀ · dlogits
+    # with hᵀ materialised (the barrier keeps XLA from folding the transpose
+    # back into the GEMM): a plain row-major GEMM, which XLA:CPU runs through
+    # its fast library path, where dlogitsᵀ · h is not (measured 155 against
+    # 120 GFLOP/s on 2 cores at 480 rows, V = 10k, d = 256).
+    h_t = jax.lax.optimization_barrier(h.T)
+    dtable_t = dtable_t + jnp.dot(h_t, dlogits, preferred_element_type=acc)
+    return dtable_t, (ce, dh.astype(h.dtype))
 
-  dtable, (ce, dh) = jax.lax.scan(
-      body, jnp.zeros(table.shape, acc),
+  dtable_t, (ce, dh) = jax.lax.scan(
+      body, jnp.zeros(table.shape[::-1], acc),
       (_split(hidden, chunk), _split(targets, chunk), _split(weights, chunk)))
   ce = ce.reshape(-1)
   loss = jnp.sum(weights.astype(acc) * ce)
-  res = (dh.reshape(hidden.shape), dtable.astype(table.dtype), ce, targets)
+  res = (dh.reshape(hidden.shape), dtable_t.astype(table.dtype), ce, targets)
   return (loss, ce.astype(jnp.float32)), res
 
 
 def _chunked_ce_bwd(chunk, res, cotangents):
   del chunk
-  dh, dtable, ce, targets = res
+  dh, dtable_t, ce, targets = res
   g_loss, _ = cotangents  # ce is returned with its gradient stopped
   g = g_loss.astype(dh.dtype)
-  return (g * dh, g.astype(dtable.dtype) * dtable, None,
+  return (g * dh, (g.astype(dtable_t.dtype) * dtable_t).T, None,
           g_loss.astype(ce.dtype) * ce)
 
 
