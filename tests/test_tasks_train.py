@@ -35,7 +35,7 @@ def sentiment_records(n, seed):
   return out
 
 
-def test_imdb_learns_a_tiny_task_with_frozen_embeddings_and_early_stopping(tmp_path):
+def test_imdb_learns_a_tiny_task_with_frozen_embeddings_and_early_stopping(tmp_path, caplog):
   files = {"train": write_jsonl(tmp_path / "train.jsonl", sentiment_records(64, 0)),
            "test": write_jsonl(tmp_path / "test.jsonl", sentiment_records(20, 1))}
   data = load_task("imdb", "files", files=files, val_fraction=0.25, seed=0)
@@ -46,9 +46,15 @@ def test_imdb_learns_a_tiny_task_with_frozen_embeddings_and_early_stopping(tmp_p
                          embedding_init=embedding_initializer(table))
   lines = []
   shapes = dict(max_words=12, length_multiple=12)  # one padded length: one compile
-  out = train_classifier(model, data, vocab, learning_rate=0.01, batch_size=8,
-                         eval_batch_size=8, epochs=12, eval_every=6, patience=4, seed=0,
-                         log=lines.append, compiler_options=FAST, **shapes)
+  with caplog.at_level("INFO", logger="glomo_jax.tasks.train"):
+    out = train_classifier(model, data, vocab, learning_rate=0.01, batch_size=8,
+                           eval_batch_size=8, epochs=12, eval_every=6, patience=4, seed=0,
+                           log=lines.append, compiler_options=FAST, progress_every_s=0,
+                           **shapes)
+  # between evaluations: steps/s, ETA and the number of compiled step shapes
+  progress = [r.getMessage() for r in caplog.records if "steps/s" in r.getMessage()]
+  assert len(progress) == out["steps"] - out["steps"] // 6, progress
+  assert "ETA" in progress[-1] and "(1 compiled step shapes)" in progress[-1]
   results = out["results"]
   assert set(results) == {"validation", "test"}
   assert results["validation"] >= 0.9 and results["test"] >= 0.9, out["curves"]

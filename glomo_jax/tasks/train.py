@@ -35,6 +35,7 @@ import optax
 
 from glomo_jax.tasks.datasets import Split, TaskData, batch_order, make_batch
 from glomo_jax.tasks.words import Vocabulary
+from glomo_jax.train.metrics import Progress, format_eta
 from glomo_jax.transfer.align import word_graphs
 from glomo_jax.transfer.cache import cached_word_graphs
 
@@ -288,8 +289,8 @@ def train_classifier(model, data: TaskData, vocab: Vocabulary, *,
                      graph_fn: GraphFn | GraphCache | Mapping | None = None,
                      length_multiple: int = 8, bucket_batches: int = 0,
                      params: Any = None, log: Callable[[str], None] | None = None,
-                     compiler_options: Mapping[str, Any] | None = None
-                     ) -> dict[str, Any]:
+                     compiler_options: Mapping[str, Any] | None = None,
+                     progress_every_s: float = 60.0) -> dict[str, Any]:
   """Trains `model` on data['train'], early-stopped on data['validation'].
 
   Args:
@@ -319,6 +320,8 @@ def train_classifier(model, data: TaskData, vocab: Vocabulary, *,
     bucket_batches: length bucketing window (see datasets.batch_order).
     params: start from these parameters instead of a fresh init.
     log: called with one line per evaluation (also logged at INFO).
+    progress_every_s: between evaluations, a progress line (steps/s, ETA,
+      running loss, compiled step shapes) at most this often (INFO).
     compiler_options: passed to jax.jit for the train and eval steps (e.g.
       {'xla_backend_optimization_level': 0} compiles faster on CPU, for tests).
 
@@ -388,6 +391,8 @@ def train_classifier(model, data: TaskData, vocab: Vocabulary, *,
   stopped_early = False
   batch = first
   step = 0
+  progress = Progress(0, steps, tokens_per_step=0)
+  last_progress = time.perf_counter()
   while step < steps:
     if batch is None:
       batch = next(stream, None)
@@ -403,6 +408,13 @@ def train_classifier(model, data: TaskData, vocab: Vocabulary, *,
     accuracies.append(accuracy)
     batch = None
     step += 1
+    if time.perf_counter() - last_progress >= progress_every_s and step % eval_every:
+      rates = progress.update(step)
+      shapes = getattr(train_step, "_cache_size", lambda: "?")()
+      logger.info("step %d/%d: %.2f steps/s, loss %.4f, ETA %s (%s compiled step shapes)",
+                  step, steps, rates["steps_per_s"], float(np.mean(jax.device_get(losses))),
+                  format_eta(rates["eta_s"]), shapes)
+      last_progress = time.perf_counter()
     if step % eval_every == 0 or step == steps:
       val = validation_accuracy(params)
       point = {"step": step, "train_loss": float(np.mean(jax.device_get(losses))),
@@ -418,6 +430,8 @@ def train_classifier(model, data: TaskData, vocab: Vocabulary, *,
       say(f"step {step}/{steps} epoch {epoch} loss {point['train_loss']:.4f} "
           f"train acc {point['train_accuracy']:.4f} val acc {val:.4f} "
           f"(best {best[0]:.4f} @ {best[1]})")
+      progress.restart(step)
+      last_progress = time.perf_counter()
       if patience is not None and since_best >= patience:
         stopped_early = True
         break

@@ -1,0 +1,39 @@
+#!/usr/bin/env bash
+# Reproduces experiments/RESULTS.md: pretrain the CPU-scale GLoMo on the
+# Wikipedia articles of ../shared/data, then IMDB and the MNLI sample for the
+# baseline, GLoMo on embeddings and the uniform graph, 3 seeds each (about
+# 2.5 hours on 2 cores: pretraining 40 min, MNLI 50 min, IMDB 60 min). CPU-scale
+# task settings: see experiments/RESULTS.md. Every step resumes where it stopped.
+# Usage: experiments/run_transfer_experiments.sh [DATA_DIR] [RUNS_DIR]
+set -euo pipefail
+cd "$(dirname "$0")/.."
+DATA=${1:-../shared/data}
+RUNS=${2:-runs}
+PY=${PY:-.venv/bin/python}
+export JAX_PLATFORMS=${JAX_PLATFORMS:-cpu}
+GLOVE="$DATA/glove/glove.6B.100d.top2604.txt.gz"
+set -x
+$PY -m experiments.pretrain --config=experiments/configs/wiki_cpu.py \
+    --config.corpus.pattern="$DATA/wiki_text/*.jsonl.xz" --workdir="$RUNS/wiki_cpu"
+EXPORT="$RUNS/wiki_cpu/export"
+$PY -m experiments.transfer_grid --config=experiments/configs/mnli.py \
+    --root="$RUNS/grid/mnli" --variants=embeddings,baseline,uniform --seeds=0,1,2 \
+    --parallel=2 -- \
+    --config.files.train="$DATA/mnli/mnli_train_subset_9k.jsonl.xz" \
+    --config.glove_path="$GLOVE" --config.predictor_export="$EXPORT" \
+    --config.graph_cache_dir="$RUNS/grid/mnli_graph_cache" \
+    --config.model.hidden=100 --config.length_multiple=32 \
+    --config.optim.epochs=2 --config.optim.eval_every=127 --config.optim.patience=100
+IMDB=(--config.files.train="$DATA/imdb/imdb_train.jsonl.gz"
+      --config.glove_path="$GLOVE" --config.predictor_export="$EXPORT"
+      --config.graph_cache_dir="$RUNS/grid/imdb_graph_cache" --config.max_words=128
+      --config.max_train_examples=8000 --config.length_multiple=32)
+# one run builds the graph cache (train + validation, 5.4 GB float16) before
+# the parallel runs share it
+$PY -m experiments.transfer --config=experiments/configs/imdb.py \
+    --config.variant=embeddings --workdir="$RUNS/grid/imdb_cache_build" \
+    "${IMDB[@]}" --config.optim.steps=1
+$PY -m experiments.transfer_grid --config=experiments/configs/imdb.py \
+    --root="$RUNS/grid/imdb" --variants=embeddings,baseline,uniform --seeds=0,1,2 \
+    --parallel=2 -- "${IMDB[@]}" \
+    --config.optim.epochs=2 --config.optim.eval_every=125 --config.optim.patience=100
