@@ -137,7 +137,8 @@ def table(config: str, root: str, variants, extra: list[str]) -> str:
     for c in columns:
       cells.append(_mean_std([r[c] for r in found if r.get(c) is not None]))
     cells.append(f"{statistics.fmean(r['train_time_s'] for r in found) / 60:.1f}")
-    cmd = run_command(config, variant, "S", "DIR", extra)[1:-2]
+    cmd = [a for a in run_command(config, variant, "S", "DIR", extra)[1:]
+           if a not in ("--config.seed=S", "--workdir=DIR")]
     cells.append("`python " + " ".join(shlex.quote(c) for c in cmd) + "`")
     lines.append("| " + " | ".join(cells) + " |")
   rows.append("\n".join(lines))

@@ -198,5 +198,8 @@ def test_grid_runs_variants_and_seeds_resumes_and_tabulates(tmp_path):
           or line.startswith("| uniform")]
   assert len(rows) == 2 and all("±" in r and "0,1" in r for r in rows)
   assert "predictor_export" not in table  # dropped for variants without graphs
+  # each row's command carries every extra flag; seed and workdir are the reader's
+  assert all("--config.optim.steps=2`" in r and "--config.seed" not in r
+             and "--workdir" not in r for r in rows)
   again = subprocess.run(cmd, cwd=REPO, capture_output=True, text=True, timeout=600)
   assert again.returncode == 0 and again.stdout.count("done already") == 4

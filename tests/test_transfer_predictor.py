@@ -1,6 +1,7 @@
 """End to end with a real tiny exported predictor: word graphs, long inputs,
 the dataset cache, and GraphTransfer on the result."""
 import copy
+import functools
 import json
 import os
 
@@ -129,8 +130,14 @@ def test_cache_float32_equals_on_the_fly_and_is_reused(predictor, tmp_path,
   assert again.path == cache.path
 
 
-def test_cache_float16_within_half_precision(predictor, tmp_path):
-  cache = cached_word_graphs(str(tmp_path), predictor, DATASET, W, batch_size=4)
+def test_cache_float16_within_half_precision(predictor, tmp_path, monkeypatch, caplog):
+  monkeypatch.setattr(cache_lib, "_build",
+                      functools.partial(cache_lib._build, progress_every_s=0))
+  with caplog.at_level("INFO", logger=cache_lib.__name__):
+    cache = cached_word_graphs(str(tmp_path), predictor, DATASET, W, batch_size=4)
+  batches = -(-len(DATASET) // 4)  # a progress line before every batch after the first
+  progress = [r.getMessage() for r in caplog.records if "examples/s" in r.getMessage()]
+  assert len(progress) == batches - 1 and f"4/{len(DATASET)} examples" in progress[0]
   assert cache.meta["dtype"] == "float16"
   fly, _ = word_graphs(predictor, None, DATASET[:4], W)
   got, _ = cache.get(range(4))

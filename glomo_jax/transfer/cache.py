@@ -33,15 +33,19 @@ from __future__ import annotations
 import datetime
 import hashlib
 import json
+import logging
 import os
 import shutil
 import struct
+import time
 import uuid
 from typing import Sequence
 
 import numpy as np
 
 from glomo_jax.transfer.align import word_graphs
+
+logger = logging.getLogger(__name__)
 
 FORMAT_VERSION = 1
 DTYPES = ("float16", "float32")
@@ -186,7 +190,8 @@ def cached_word_graphs(root: str, predictor, word_lists: Sequence[Sequence[str]]
   return cache
 
 
-def _build(path, request, predictor, tokenizer, word_lists, batch_size) -> None:
+def _build(path, request, predictor, tokenizer, word_lists, batch_size,
+           progress_every_s: float = 30.0) -> None:
   config = predictor.config
   prefix = (2 * config.num_graph_layers, config.num_heads)
   per = prefix[0] * prefix[1]
@@ -201,7 +206,13 @@ def _build(path, request, predictor, tokenizer, word_lists, batch_size) -> None:
     values = np.lib.format.open_memmap(os.path.join(tmp, GRAPHS), mode="w+",
                                        dtype=request["dtype"],
                                        shape=(int(offsets[-1]),))
+    began = last = time.perf_counter()
     for start in range(0, len(word_lists), batch_size):
+      if time.perf_counter() - last >= progress_every_s and start:
+        last = time.perf_counter()
+        rate = start / (last - began)
+        logger.info("graph cache: %d/%d examples, %.1f examples/s, ETA %.0f s",
+                    start, len(word_lists), rate, (len(word_lists) - start) / rate)
       batch = word_lists[start:start + batch_size]
       graphs, _ = word_graphs(predictor, tokenizer, batch, max_words,
                               max_pieces=request["max_pieces"],
