@@ -1,2 +1,3 @@
 """Evaluations of learned graphs."""
 from glomo_jax.eval.arcs import ArcAccumulator, arc_scores
+from glomo_jax.eval.graph_stats import graph_statistics, uniform_reference
