@@ -6,8 +6,9 @@ text file, next to a uniform graph (glomo_jax.eval.graph_stats).
 
 Reads the last `--num` records of a JSON-lines file (.gz / .xz too), splits
 `--field` into words as the task models do, and prints one line per graph
-layer (entropy in nats, weight on the word itself and its neighbours, mean
-distance in words, share of empty rows).
+layer (share of empty rows, entropy in nats and how far below a uniform
+graph over the same allowed words it is, weight on the word itself and its
+neighbours, mean distance in words against the uniform graph's).
 """
 from __future__ import annotations
 
@@ -51,15 +52,16 @@ def statistics_table(export_dir: str, path: str, field: str, num: int, max_words
   layers = predictor.config.num_graph_layers
   lines = [f"{len(texts)} texts of {path} ({field}), {mask.sum(1).mean():.1f} words on "
            f"average (at most {max_words}); heads pooled",
-           "| layer | empty rows | entropy (nats) | self | adjacent | mean distance |",
-           "|---|---|---|---|---|---|"]
+           "| layer | empty rows | entropy (nats) | below uniform (nats) | self | adjacent "
+           "| mean distance | uniform's distance |",
+           "|---|---|---|---|---|---|---|---|"]
   rows = [(f"{'forward' if i < layers else 'backward'} {i % layers + 1}", s)
           for i, s in enumerate(stats)]
-  rows += [(f"uniform, {name} words", s) for name, s in
-           (("earlier", reference["forward"]), ("later", reference["backward"]))]
+  rows += [(f"uniform, {name}", s) for name, s in reference.items()]
   for name, s in rows:
-    lines.append(f"| {name} | {s['empty']:.3f} | {s['entropy']:.2f} | {s['self']:.3f} | "
-                 f"{s['adjacent']:.3f} | {s['distance']:.2f} |")
+    lines.append(f"| {name} | {s['empty']:.3f} | {s['entropy']:.2f} | {s['entropy_gap']:.2f} | "
+                 f"{s['self']:.3f} | {s['adjacent']:.3f} | {s['distance']:.2f} | "
+                 f"{s['uniform_distance']:.2f} |")
   return "\n".join(lines)
 
 

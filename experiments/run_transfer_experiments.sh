@@ -6,9 +6,9 @@
 # task settings: see experiments/RESULTS.md. Every step resumes where it stopped.
 # Usage: experiments/run_transfer_experiments.sh [DATA_DIR] [RUNS_DIR]
 set -euo pipefail
+DATA=$(realpath -m "${1:-$(dirname "$0")/../../shared/data}")
+RUNS=$(realpath -m "${2:-$(dirname "$0")/../runs}")
 cd "$(dirname "$0")/.."
-DATA=${1:-../shared/data}
-RUNS=${2:-runs}
 PY=${PY:-.venv/bin/python}
 export JAX_PLATFORMS=${JAX_PLATFORMS:-cpu}
 GLOVE="$DATA/glove/glove.6B.100d.top2604.txt.gz"
@@ -16,6 +16,15 @@ set -x
 $PY -m experiments.pretrain --config=experiments/configs/wiki_cpu.py \
     --config.corpus.pattern="$DATA/wiki_text/*.jsonl.xz" --workdir="$RUNS/wiki_cpu"
 EXPORT="$RUNS/wiki_cpu/export"
+$PY -m experiments.graph_stats --export="$EXPORT" \
+    --data="$DATA/mnli/mnli_train_subset_9k.jsonl.xz" --field=premise
+# MNLI: one run builds the graph cache before the parallel runs share it
+[ -f "$RUNS/grid/mnli/embeddings_s0/results.json" ] || \
+  $PY -m experiments.transfer --config=experiments/configs/mnli.py \
+    --config.variant=embeddings --workdir="$RUNS/grid/mnli_cache_build" \
+    --config.files.train="$DATA/mnli/mnli_train_subset_9k.jsonl.xz" \
+    --config.predictor_export="$EXPORT" --config.graph_cache_dir="$RUNS/grid/mnli_graph_cache" \
+    --config.optim.steps=1
 $PY -m experiments.transfer_grid --config=experiments/configs/mnli.py \
     --root="$RUNS/grid/mnli" --variants=embeddings,baseline,uniform --seeds=0,1,2 \
     --parallel=2 -- \
@@ -30,7 +39,8 @@ IMDB=(--config.files.train="$DATA/imdb/imdb_train.jsonl.gz"
       --config.max_train_examples=8000 --config.length_multiple=32)
 # one run builds the graph cache (train + validation, 7.2 GB float16, 5 min) before
 # the parallel runs share it
-$PY -m experiments.transfer --config=experiments/configs/imdb.py \
+[ -f "$RUNS/grid/imdb/embeddings_s0/results.json" ] || \
+  $PY -m experiments.transfer --config=experiments/configs/imdb.py \
     --config.variant=embeddings --workdir="$RUNS/grid/imdb_cache_build" \
     "${IMDB[@]}" --config.optim.steps=1
 $PY -m experiments.transfer_grid --config=experiments/configs/imdb.py \

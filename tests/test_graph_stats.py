@@ -1,5 +1,6 @@
-"""glomo_jax.eval.graph_stats: hand-computed cases, padding, the uniform
-reference; the experiments.graph_stats entry point on a tiny export."""
+"""glomo_jax.eval.graph_stats: hand-computed cases, padding, batch and head
+alignment, the uniform reference; the experiments.graph_stats entry point on
+a tiny export."""
 import json
 import math
 
@@ -8,16 +9,19 @@ import pytest
 
 from glomo_jax.eval.graph_stats import graph_statistics, uniform_reference
 
+LN = math.log
+
 
 def chain_graphs(w=5, n=4):
-  """[1, 2, 1, w, w]: layer 0 = each real word reads the previous one (row 0
-  empty); layer 1 = each real word reads itself. Padding rows hold junk."""
+  """[1, 2, 1, w, w] (L = 1): forward layer = each real word reads the
+  previous one (row 0 empty); backward layer = each real word reads itself.
+  Padding rows hold junk that must not be counted."""
   g = np.zeros((1, 2, 1, w, w))
   for j in range(1, n):
     g[0, 0, 0, j, j - 1] = 1.0
   for j in range(n):
     g[0, 1, 0, j, j] = 1.0
-  g[0, :, 0, n:, 0] = 1.0            # padding rows: must not be counted
+  g[0, :, 0, n:, 0] = 1.0
   mask = np.arange(w)[None] < n
   return g, mask
 
@@ -25,37 +29,76 @@ def chain_graphs(w=5, n=4):
 def test_one_hot_graphs_hand_computed():
   g, mask = chain_graphs()
   previous, itself = graph_statistics(g, mask)
-  assert previous == pytest.approx({"empty": 0.25, "entropy": 0.0, "self": 0.0,
-                                    "adjacent": 1.0, "distance": 1.0, "rows": 3})
-  assert itself == pytest.approx({"empty": 0.0, "entropy": 0.0, "self": 1.0,
-                                  "adjacent": 0.0, "distance": 0.0, "rows": 4})
+  # forward rows 1..3 may read words 0..j: uniform would spread over j + 1
+  assert previous == pytest.approx({
+      "empty": 0.25, "entropy": 0.0, "self": 0.0, "adjacent": 1.0, "distance": 1.0,
+      "entropy_gap": (LN(2) + LN(3) + LN(4)) / 3, "uniform_distance": (0.5 + 1 + 1.5) / 3,
+      "rows": 3})
+  # backward rows 0..3 may read words j..3
+  assert itself == pytest.approx({
+      "empty": 0.0, "entropy": 0.0, "self": 1.0, "adjacent": 0.0, "distance": 0.0,
+      "entropy_gap": (LN(4) + LN(3) + LN(2)) / 4, "uniform_distance": (1.5 + 1 + 0.5) / 4,
+      "rows": 4})
 
 
 def test_spread_row_entropy_and_distance():
-  g = np.zeros((1, 1, 1, 3, 3))
-  g[0, 0, 0, 2] = [0.5, 0.25, 0.25]    # row 2 reads words 0, 1, 2
-  (s,) = graph_statistics(g, np.ones((1, 3), bool))
-  assert s["empty"] == pytest.approx(2 / 3)
-  assert s["entropy"] == pytest.approx(-(0.5 * math.log(0.5) + 2 * 0.25 * math.log(0.25)))
+  g = np.zeros((1, 2, 1, 3, 3))
+  g[0, 0, 0, 2] = [0.5, 0.25, 0.25]    # forward row 2 reads words 0, 1, 2
+  s = graph_statistics(g, np.ones((1, 3), bool))[0]
+  entropy = -(0.5 * LN(0.5) + 2 * 0.25 * LN(0.25))
+  assert s["empty"] == pytest.approx(2 / 3) and s["rows"] == 1
+  assert s["entropy"] == pytest.approx(entropy)
+  assert s["entropy_gap"] == pytest.approx(LN(3) - entropy)
   assert s["distance"] == pytest.approx(0.5 * 2 + 0.25 * 1)
+  assert s["uniform_distance"] == pytest.approx(1.0)
   assert s["self"] == pytest.approx(0.25) and s["adjacent"] == pytest.approx(0.25)
+
+
+def test_batch_and_heads_pool_rows_of_every_example():
+  """B = 2 texts of different lengths × K = 2 heads: every statistic is the
+  row-weighted mean of the single (text, head) statistics."""
+  rng = np.random.default_rng(0)
+  w, lengths = 6, (6, 3)
+  mask = np.arange(w)[None] < np.array(lengths)[:, None]
+  g = np.zeros((2, 2, 2, w, w))
+  for b, n in enumerate(lengths):
+    for layer in range(2):
+      for k in range(2):
+        for j in range(n):
+          src = np.arange(0, j + 1) if layer == 0 else np.arange(j, n)
+          if rng.random() < 0.2:
+            continue                      # an empty row
+          p = rng.random(len(src))
+          g[b, layer, k, j, src] = p / p.sum()
+  pooled = graph_statistics(g, mask)
+  for layer in range(2):
+    parts = [graph_statistics(g[b:b + 1, :, k:k + 1], mask[b:b + 1])[layer]
+             for b in range(2) for k in range(2)]
+    rows = sum(p["rows"] for p in parts)
+    assert pooled[layer]["rows"] == rows
+    for key in ("entropy", "entropy_gap", "self", "adjacent", "distance", "uniform_distance"):
+      want = sum(p[key] * p["rows"] for p in parts) / rows
+      assert pooled[layer][key] == pytest.approx(want), key
+    assert pooled[layer]["empty"] == pytest.approx(1 - rows / (2 * sum(lengths)))
 
 
 def test_uniform_reference_hand_computed():
   _, mask = chain_graphs(w=5, n=4)
-  ref = uniform_reference(mask)
-  for s in ref.values():   # rows with 1, 2, 3 sources; one row has none
-    assert s["empty"] == pytest.approx(0.25) and s["rows"] == 3
-    assert s["entropy"] == pytest.approx((0 + math.log(2) + math.log(3)) / 3)
-    assert s["distance"] == pytest.approx((1 + 1.5 + 2) / 3)
-    assert s["adjacent"] == pytest.approx((1 + 1 / 2 + 1 / 3) / 3)
-    assert s["self"] == 0.0
+  for s in uniform_reference(mask).values():   # rows with 1, 2, 3, 4 allowed words
+    assert s["empty"] == 0.0 and s["rows"] == 4 and s["entropy_gap"] == pytest.approx(0)
+    assert s["entropy"] == pytest.approx((LN(2) + LN(3) + LN(4)) / 4)
+    assert s["distance"] == pytest.approx((0 + 0.5 + 1 + 1.5) / 4)
+    assert s["distance"] == pytest.approx(s["uniform_distance"])
+    assert s["self"] == pytest.approx((1 + 1 / 2 + 1 / 3 + 1 / 4) / 4)
+    assert s["adjacent"] == pytest.approx((0 + 1 / 2 + 1 / 3 + 1 / 4) / 4)
 
 
 def test_bad_shapes_are_named():
   g, mask = chain_graphs()
   with pytest.raises(ValueError, match=r"\[B, 2L, K, W, W\]"):
     graph_statistics(g[0], mask)
+  with pytest.raises(ValueError, match=r"\[B, 2L, K, W, W\]"):
+    graph_statistics(g[:, :1], mask)           # an odd number of layers
   with pytest.raises(ValueError, match="mask must be"):
     graph_statistics(g, mask[:, :3])
 
@@ -76,9 +119,6 @@ def test_entry_point_on_a_tiny_export(tmp_path):
   table = statistics_table(export, str(data), "premise", num=5, max_words=8, batch_size=2)
   lines = table.splitlines()
   assert lines[0].startswith("5 texts") and len(lines) == 3 + 2 * config.num_graph_layers + 2
-  from glomo_jax.tasks.words import tokenize  # noqa: PLC0415
-  words = sum(min(len(tokenize(t)), 8) for t in sentences[-5:])
-  # the last word of each text has no later word: empty rows 5 / words
-  assert lines[-1].startswith(f"| uniform, later words | {5 / words:.3f} |"), lines[-1]
+  assert lines[-1].startswith("| uniform, backward | 0.000 |") and " | 0.00 | " in lines[-1]
   with pytest.raises(ValueError, match="no field 'hypothesis'"):
     statistics_table(export, str(data), "hypothesis", num=5, max_words=8)

@@ -1,42 +1,55 @@
-"""How peaked and how local learned graphs are, against a uniform graph.
+"""How peaked and how local learned word graphs are, against a uniform graph.
 
 For graphs [B, 2L, K, W, W] ([.., target row j, source column i]; the L
 forward layers, then the L backward ones) and the word mask [B, W], each layer
 gets, over the rows of real words of every head:
 
-* ``empty``: the share of rows with no weight (every source below the
-  threshold; always the first word of a forward graph);
+* ``empty``: the share of rows with no weight (every source under the
+  learned threshold, or none allowed);
 * over the other rows (each sums to 1): ``entropy`` −Σ_i G[j,i] ln G[j,i] in
-  nats, ``self`` G[j,j], ``adjacent`` G[j,j−1] + G[j,j+1] and
-  ``distance`` Σ_i G[j,i]·|i − j| (in words).
+  nats, ``self`` G[j,j], ``adjacent`` G[j,j−1] + G[j,j+1], ``distance``
+  Σ_i G[j,i]·|i − j| (in words), and, row by row against the uniform graph
+  over the same row's allowed sources (words i ≤ j forward, i ≥ j backward:
+  word graphs keep weight between pieces of one word on the diagonal),
+  ``entropy_gap`` = ln(allowed) − entropy (0: no better than uniform) and
+  ``uniform_distance`` (that uniform row's mean distance).
 
-`uniform_reference` gives the same numbers for the uniform graph over the
-earlier words (forward; the later ones backward) of the same texts: a graph
-that knows nothing but the direction.
+`uniform_reference` gives the statistics of those uniform graphs themselves
+(all rows of real words).
 """
 from __future__ import annotations
 
 import numpy as np
 
 
-def _row_stats(graphs: np.ndarray, valid: np.ndarray) -> dict:
-  """graphs [N, W, W] rows summing to 1 or 0; valid bool [N, W] (real rows)."""
+def _allowed(mask: np.ndarray, forward: bool) -> np.ndarray:
+  """bool [B, W, W]: source i allowed for target j (both real words)."""
+  w = mask.shape[-1]
+  direction = np.tril(np.ones((w, w), bool)) if forward else np.triu(np.ones((w, w), bool))
+  return mask[:, :, None] & mask[:, None, :] & direction
+
+
+def _row_stats(graphs: np.ndarray, valid: np.ndarray, allowed: np.ndarray) -> dict:
+  """graphs [N, W, W] rows summing to 1 or 0; valid bool [N, W] (real rows);
+  allowed bool [N, W, W] (the uniform reference's sources)."""
   w = graphs.shape[-1]
-  sums = graphs.sum(-1)
-  full = valid & (sums > 0.5)
-  safe = np.where(graphs > 0, graphs, 1.0)
-  entropy = -(graphs * np.log(safe)).sum(-1)
+  full = valid & (graphs.sum(-1) > 0.5)
+  entropy = -(graphs * np.log(np.where(graphs > 0, graphs, 1.0))).sum(-1)
   idx = np.arange(w)
   gap = np.abs(idx[None, :] - idx[:, None])                    # [j, i] = |i − j|
-  distance = (graphs * gap).sum(-1)
-  self_w = np.diagonal(graphs, axis1=-2, axis2=-1)
-  adjacent = (graphs * (gap == 1)).sum(-1)
+  count = allowed.sum(-1)
+  uniform_distance = (allowed * gap).sum(-1) / np.maximum(count, 1)
   n = max(int(full.sum()), 1)
+
+  def mean(x):
+    return float(x[full].sum() / n)
   return {"empty": float(1 - full.sum() / max(int(valid.sum()), 1)),
-          "entropy": float(entropy[full].sum() / n),
-          "self": float(self_w[full].sum() / n),
-          "adjacent": float(adjacent[full].sum() / n),
-          "distance": float(distance[full].sum() / n),
+          "entropy": mean(entropy),
+          "self": mean(np.diagonal(graphs, axis1=-2, axis2=-1)),
+          "adjacent": mean((graphs * (gap == 1)).sum(-1)),
+          "distance": mean((graphs * gap).sum(-1)),
+          "entropy_gap": mean(np.log(np.maximum(count, 1)) - entropy),
+          "uniform_distance": mean(uniform_distance),
           "rows": int(full.sum())}
 
 
@@ -49,26 +62,27 @@ def graph_statistics(graphs: np.ndarray, mask: np.ndarray) -> list[dict]:
   """
   graphs = np.asarray(graphs, np.float64)
   mask = np.asarray(mask, bool)
-  if graphs.ndim != 5 or graphs.shape[-1] != graphs.shape[-2]:
+  if graphs.ndim != 5 or graphs.shape[-1] != graphs.shape[-2] or graphs.shape[1] % 2:
     raise ValueError(f"graphs must be [B, 2L, K, W, W], got {graphs.shape}")
   if mask.shape != (graphs.shape[0], graphs.shape[-1]):
     raise ValueError(f"mask must be [B, W] = {(graphs.shape[0], graphs.shape[-1])}, "
                      f"got {mask.shape}")
   b, layers, heads, w, _ = graphs.shape
-  valid = np.broadcast_to(mask[:, None, :], (b, heads, w)).reshape(-1, w)
-  return [_row_stats(graphs[:, layer].reshape(-1, w, w), valid) for layer in range(layers)]
+  valid = np.repeat(mask, heads, axis=0)                        # [B·K, W], b-major
+  out = []
+  for layer in range(layers):
+    allowed = np.repeat(_allowed(mask, forward=layer < layers // 2), heads, axis=0)
+    out.append(_row_stats(graphs[:, layer].reshape(-1, w, w), valid, allowed))
+  return out
 
 
 def uniform_reference(mask: np.ndarray) -> dict[str, dict]:
-  """{'forward', 'backward'}: the statistics of uniform graphs over earlier /
-  later words of the same texts (rows with no such word are empty)."""
+  """{'forward', 'backward'}: the statistics of the uniform graphs over the
+  allowed sources (i ≤ j / i ≥ j) of the same texts."""
   mask = np.asarray(mask, bool)
-  w = mask.shape[-1]
-  pair = mask[:, :, None] & mask[:, None, :]
   out = {}
-  for name, allowed in (("forward", np.tril(np.ones((w, w), bool), -1)),
-                        ("backward", np.triu(np.ones((w, w), bool), 1))):
-    g = (pair & allowed).astype(np.float64)
-    g /= np.maximum(g.sum(-1, keepdims=True), 1)
-    out[name] = _row_stats(g, mask)
+  for name, forward in (("forward", True), ("backward", False)):
+    allowed = _allowed(mask, forward)
+    g = allowed / np.maximum(allowed.sum(-1, keepdims=True), 1)
+    out[name] = _row_stats(g, mask, allowed)
   return out

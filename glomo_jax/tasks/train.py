@@ -408,7 +408,8 @@ def train_classifier(model, data: TaskData, vocab: Vocabulary, *,
     accuracies.append(accuracy)
     batch = None
     step += 1
-    if time.perf_counter() - last_progress >= progress_every_s and step % eval_every:
+    if (time.perf_counter() - last_progress >= progress_every_s and step % eval_every
+        and step != steps):
       rates = progress.update(step)
       shapes = getattr(train_step, "_cache_size", lambda: "?")()
       logger.info("step %d/%d: %.2f steps/s, loss %.4f, ETA %s (%s compiled step shapes)",
