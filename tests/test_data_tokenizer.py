@@ -90,6 +90,11 @@ def test_training_on_nothing_raises(tmp_path):
     train_tokenizer(["", "  \n "], 100, str(tmp_path) + "/")
 
 
+def test_vocab_size_larger_than_the_text_supports_is_named(tmp_path):
+  with pytest.raises(ValueError, match=r"vocab_size 30 is too large .* at most \d+ pieces"):
+    train_tokenizer(["the cat sat on the mat ."] * 4, 30, str(tmp_path) + "/")
+
+
 def test_encode_words_maps_words_to_their_first_piece(unigram):
   tok, _ = unigram
   words = "the naïve zebras named alice often chase 1999 birds ( near a café ) .".split()

@@ -22,6 +22,7 @@ from __future__ import annotations
 import hashlib
 import io
 import os
+import re
 from typing import Iterable, Sequence
 
 import numpy as np
@@ -241,7 +242,7 @@ def train_tokenizer(documents: Iterable[str], vocab_size: int,
     the trained Tokenizer.
 
   Raises:
-    ValueError: if the sample is empty.
+    ValueError: if the sample is empty, or too small for `vocab_size` pieces.
   """
   sample = training_sample(documents, sample_chars)
   if not sample:
@@ -256,8 +257,18 @@ def train_tokenizer(documents: Iterable[str], vocab_size: int,
     options["hard_vocab_limit"] = False
   options.update(trainer_options)
   model = io.BytesIO()
-  spm.SentencePieceTrainer.train(sentence_iterator=iter(sample), model_writer=model,
-                                 **options)
+  try:
+    spm.SentencePieceTrainer.train(sentence_iterator=iter(sample), model_writer=model,
+                                   **options)
+  except RuntimeError as e:
+    limit = re.search(r"Vocabulary size too high \((\d+)\)\. Please set it to a value <= (\d+)",
+                      str(e))
+    if limit is None:
+      raise
+    raise ValueError(
+        f"vocab_size {vocab_size} is too large for this text: its {len(sample)} training "
+        f"sentences ({sum(map(len, sample))} characters) support at most {limit.group(2)} "
+        "pieces; lower vocab_size or give more text") from None
   tokenizer = Tokenizer(model.getvalue())
   _write_atomic(_model_path(model_prefix_or_dir), tokenizer.serialized())
   return tokenizer
