@@ -2,6 +2,7 @@
 graphs from a real (tiny, exported) predictor on the fly, memoised, and from
 the on-disk cache."""
 import json
+import re
 
 import jax
 import jax.numpy as jnp
@@ -54,7 +55,8 @@ def test_imdb_learns_a_tiny_task_with_frozen_embeddings_and_early_stopping(tmp_p
   # between evaluations: steps/s, ETA and the number of compiled step shapes
   progress = [r.getMessage() for r in caplog.records if "steps/s" in r.getMessage()]
   assert len(progress) == sum(1 for s in range(1, out["steps"]) if s % 6), progress
-  assert "ETA" in progress[-1] and "(1 compiled step shapes)" in progress[-1]
+  # one padded length: one compiled step ('?' where jax has no _cache_size)
+  assert "ETA" in progress[-1] and re.search(r"\((1|\?) compiled step shapes\)", progress[-1])
   results = out["results"]
   assert set(results) == {"validation", "test"}
   assert results["validation"] >= 0.9 and results["test"] >= 0.9, out["curves"]
