@@ -32,12 +32,11 @@ def statistics_table(export_dir: str, path: str, field: str, num: int, max_words
   from glomo_jax.tasks.words import tokenize  # noqa: PLC0415
   from glomo_jax.transfer.align import word_graphs  # noqa: PLC0415
 
-  records = list(read_jsonl(path))
-  missing = [i for i, r in enumerate(records) if field not in r]
-  if missing:
-    raise ValueError(f"{path}: record {missing[0]} has no field {field!r} "
-                     f"(fields: {sorted(records[missing[0]])})")
-  texts = [w for w in (tokenize(str(r[field])) for r in records[-num:]) if w]
+  records = list(read_jsonl(path))[-num:]
+  missing = next((r for r in records if field not in r), None)
+  if missing is not None:
+    raise ValueError(f"{path}: a record has no field {field!r} (fields: {sorted(missing)})")
+  texts = [w for w in (tokenize(str(r[field])) for r in records) if w]
   if not texts:
     raise ValueError(f"{path}: no non-empty {field!r} texts")
   predictor = load_graph_predictor(export_dir)
