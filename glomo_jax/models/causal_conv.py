@@ -19,6 +19,7 @@ import jax
 import jax.numpy as jnp
 
 from glomo_jax.models.initializers import fan_in_uniform
+from glomo_jax.ops.dense import dense
 
 
 def causal_conv1d(x: jax.Array, kernel: jax.Array, left: int, right: int) -> jax.Array:
@@ -34,7 +35,7 @@ def causal_conv1d(x: jax.Array, kernel: jax.Array, left: int, right: int) -> jax
   xp = jnp.pad(x, ((0, 0), (left, right), (0, 0)))
   n = xp.shape[1] - k + 1
   cols = jnp.concatenate([xp[:, i:i + n] for i in range(k)], axis=-1)   # [B, n, k·c_in]
-  return jnp.dot(cols, kernel.reshape(k * kernel.shape[1], kernel.shape[2]))
+  return dense(cols, kernel.reshape(k * kernel.shape[1], kernel.shape[2]))
 
 
 class TorchBatchNorm(nn.Module):

@@ -4,7 +4,8 @@ Input embeddings [batch, T, d] go through a key CNN and a query CNN (causal).
 For each graph layer l and head h:
   k_i = W_k^{l,h} key_i + b,  q_j = W_q^{l,h} query_j + b   (width head_dim)
   s_ji = q_j · k_i                                   (no 1/sqrt scaling)
-  θ_j = w^l · q_j + c^l   ('query')   or   θ = b^l   ('scalar')
+  θ_j = w^l · q_j + c^l   ('query'; computed as (W_q w)·query_j + (b_q·w + c))
+                           or   θ = b^l   ('scalar')
   G_ji = ReLU(s_ji − θ_j)² / (Σ_i ReLU(s_ji − θ_j)² + 1e-16),  i < j only.
 Graphs are [batch, L, K, T_target, T_source]; row j (target) sums to 1, or to
 0 when no source survives (always for j = 0).
@@ -133,10 +134,15 @@ class GraphPredictor(nn.Module):
     threshold = 0.0
     if c.sparsity == "squared_relu":
       if c.threshold == "query":
-        w = self.threshold_kernel[layers].astype(gdt)
-        threshold = jnp.einsum("blkth,lh->blkt", q.astype(gdt), w)
-        threshold = threshold + self.threshold_bias[layers].astype(gdt)[None, :, None, None]
-        threshold = threshold[..., None]
+        # θ = w·q + c with q = W_q x + b_q, folded: θ = (W_q w)·x + (b_q·w + c).
+        # One thin GEMM on the query features instead of a pass over q
+        # (which would need q in a second memory layout).
+        w = self.threshold_kernel[layers].astype(gdt)                      # [L', H]
+        w_fold = jnp.einsum("ldkh,lh->dlk", self.query_kernel[layers].astype(gdt), w)
+        b_fold = jnp.einsum("lkh,lh->lk", self.query_bias[layers].astype(gdt), w)
+        b_fold = b_fold + self.threshold_bias[layers].astype(gdt)[:, None]
+        threshold = jnp.einsum("btd,dlk->blkt", queries.astype(gdt), w_fold)
+        threshold = (threshold + b_fold[None, :, :, None])[..., None]
       else:
         threshold = self.threshold_bias[layers].astype(gdt)[None, :, None, None, None]
     allowed = allowed_sources(length, mask, rows)
