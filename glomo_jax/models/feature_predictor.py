@@ -19,6 +19,7 @@ import jax.numpy as jnp
 from glomo_jax.config import ModelConfig
 from glomo_jax.models.gru import GRUCell
 from glomo_jax.models.initializers import fan_in_uniform
+from glomo_jax.ops.dense import dense
 
 
 def mix_heads(graph: jax.Array, values: jax.Array) -> jax.Array:
@@ -67,7 +68,7 @@ class FeaturePredictor(nn.Module):
       m = mix_heads(graph, h)
       return self.gru(jnp.concatenate([m * here, m], axis=-1), here)
     dt = c.compute_dtype
-    v = jnp.dot(h, self.value_kernel[layer].astype(dt)) + self.value_bias[layer].astype(dt)
+    v = dense(h, self.value_kernel[layer].astype(dt)) + self.value_bias[layer].astype(dt)
     return here + mix_heads(graph, v)
 
   def __call__(self, x: jax.Array, graphs: jax.Array) -> list[jax.Array]:
