@@ -4,6 +4,7 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
+from glomo_jax.ops import chunked_cross_entropy as cce
 from glomo_jax.ops.chunked_cross_entropy import balanced_chunk, tied_softmax_cross_entropy
 
 
@@ -13,8 +14,13 @@ def plain(hidden, table, targets, weights):
   return jnp.sum(weights * ce), ce
 
 
+@pytest.mark.parametrize("unrolled", [True, False])
 @pytest.mark.parametrize("chunk", [1, 7, 16, 1000])
-def test_value_and_gradient_match_plain(chunk):
+def test_value_and_gradient_match_plain(chunk, unrolled, monkeypatch):
+  # Two chunks per scan iteration (small vocabularies; 23 chunks at chunk=1
+  # leave a remainder) and one (large ones).
+  if not unrolled:
+    monkeypatch.setattr(cce, "UNROLL_MAX_LOGITS_BYTES", 0)
   k = jax.random.split(jax.random.PRNGKey(0), 4)
   n, v, d = 23, 11, 5
   hidden = jax.random.normal(k[0], (n, d))
@@ -77,3 +83,10 @@ def test_shape_errors_are_clear():
   with pytest.raises(ValueError, match="targets"):
     tied_softmax_cross_entropy(jnp.ones((3, 4)), jnp.ones((5, 4)), jnp.zeros(2, jnp.int32),
                                jnp.ones(3))
+
+
+def test_two_chunks_per_iteration_only_below_the_logits_size_limit():
+  table = jnp.zeros((10_000, 4))
+  assert cce._unroll(480, table, jnp.float32) == 2               # 19 MB of logits
+  assert cce._unroll(480, jnp.zeros((100_000, 4)), jnp.float32) == 1   # 192 MB
+  assert cce._unroll(1000, table, jnp.float64) == 1              # 80 MB in float64
