@@ -27,18 +27,24 @@ def _dense_fwd(x, kernel):
   return jnp.dot(x, kernel), (x, kernel)
 
 
+def kernel_gradient(x: jax.Array, g: jax.Array, preferred_element_type=None) -> jax.Array:
+  """xᵀ · g for x [m, k] and g [m, n] -> [k, n], as a canonical GEMM.
+
+  The smaller operand is transposed first, behind an optimisation barrier:
+  xᵀ [k, m] · g [m, n] when k ≤ n, else (gᵀ [n, m] · x [m, k])ᵀ with the
+  small [n, k] result transposed after the GEMM.
+  """
+  barrier = jax.lax.optimization_barrier
+  if x.shape[1] <= g.shape[1]:
+    return jnp.dot(barrier(x.T), g, preferred_element_type=preferred_element_type)
+  return barrier(jnp.dot(barrier(g.T), x, preferred_element_type=preferred_element_type)).T
+
+
 def _dense_bwd(res, g):
   x, kernel = res
   k, n = kernel.shape
   dx = jnp.dot(g, kernel.T).astype(x.dtype)
-  x2, g2 = x.reshape(-1, k), g.reshape(-1, n)
-  barrier = jax.lax.optimization_barrier
-  if k <= n:
-    dkernel = jnp.dot(barrier(x2.T), g2)                  # xᵀ [k, m] · g [m, n]
-  else:
-    # g is the smaller operand to transpose: (gᵀ [n, m] · x [m, k])ᵀ, the
-    # [n, k] result transposed after the GEMM.
-    dkernel = barrier(jnp.dot(barrier(g2.T), x2)).T
+  dkernel = kernel_gradient(x.reshape(-1, k), g.reshape(-1, n))
   return dx, dkernel.astype(kernel.dtype)
 
 
