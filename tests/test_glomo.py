@@ -120,7 +120,7 @@ def test_sampled_positions_come_from_the_sample_rng_and_explicit_positions_agree
 def full_rows_loss(model, variables, tokens, mask, positions):
   """The loss computed the plain way: every row of every layer's graph and
   every position's features, then the decoder start states gathered."""
-  from glomo_jax.models.context_decoder import context_targets  # noqa: PLC0415
+  from glomo_jax.models.context_decoder import context_inputs, context_targets  # noqa: PLC0415
   from glomo_jax.ops.chunked_cross_entropy import tied_softmax_cross_entropy  # noqa: PLC0415
 
   def f(m, tokens, mask):
@@ -132,7 +132,8 @@ def full_rows_loss(model, variables, tokens, mask, positions):
     for i, which in enumerate(("fw", "bw")):
       e, tok, msk = seqs[which]
       _, feats = m._direction(which, e, msk, True, True)
-      inputs, tgt, w = context_targets(e, tok, msk, positions[i], c.context_length)
+      tgt, w = context_targets(tok, msk, positions[i], c.context_length)
+      inputs = context_inputs(e, positions[i], c.context_length)
       decoder = m.decoder_fw if which == "fw" else m.decoder_bw
       hidden.append(decoder(feats[-1][:, positions[i]], inputs, True).reshape(-1, c.dim))
       targets.append(tgt.reshape(-1))
@@ -154,12 +155,24 @@ def full_rows_loss(model, variables, tokens, mask, positions):
 ])
 def test_top_layer_at_the_start_rows_only_equals_every_row(overrides):
   """The loss computes the top layer only at the decoder start positions
-  (GraphPredictor.split_graphs); value and gradient equal the plain way."""
-  config = ModelConfig.tiny(dtype="float64", param_dtype="float64", **overrides)
+  (GraphPredictor.split_graphs) and decodes the windows from the sequence
+  (ContextDecoder.decode_windows); value and gradient equal the plain way."""
+  check_loss_equals_plain_way(
+      ModelConfig.tiny(dtype="float64", param_dtype="float64", **overrides),
+      (jnp.asarray([0, 5, 5, 8, 2]), jnp.asarray([7, 1, 1, 0, 8])))
+
+
+def test_every_position_loss_equals_plain_way():
+  """Every start position: the decoder's first-layer gates come once per
+  sequence position (9 windows × 2 read steps > 12 positions)."""
+  check_loss_equals_plain_way(ModelConfig.tiny(dtype="float64", param_dtype="float64"),
+                              (jnp.arange(9), jnp.arange(9)))
+
+
+def check_loss_equals_plain_way(config, positions):
   with jax.enable_x64(True):
     model, variables, tokens = init_model(config, batch=3, length=12)
     mask = jnp.ones(tokens.shape, bool).at[1, 9:].set(False).at[2, :2].set(False)
-    positions = (jnp.asarray([0, 5, 5, 8, 2]), jnp.asarray([7, 1, 1, 0, 8]))
     params = variables["params"]
     rest = {k: v for k, v in variables.items() if k != "params"}
 

@@ -188,15 +188,16 @@ class GLoMo(nn.Module):
     hidden, targets, weights = [], [], []
     for i, which in enumerate(DIRECTIONS):
       e, tok, m = seqs[which]
+      decoder = self.decoder_fw if which == "fw" else self.decoder_bw
       if c.objective == "context":
         pos = jnp.asarray(positions[i])
         h0 = self._start_states(which, e, m, train, pos)
-        inputs, tgt, w = context_targets(e, tok, m, pos, c.context_length)
+        tgt, w = context_targets(tok, m, pos, c.context_length)
+        out = decoder.decode_windows(h0, e, pos, train)
       else:
         _, feats = self._direction(which, e, m, train, with_features=True)
         h0, inputs, tgt, w = sentence_targets(feats[-1], e, tok, m, c.sentence_length)
-      decoder = self.decoder_fw if which == "fw" else self.decoder_bw
-      out = decoder(h0, inputs, train)
+        out = decoder(h0, inputs, train)
       hidden.append(out.reshape(-1, c.dim))
       targets.append(tgt.reshape(-1))
       weights.append(w.reshape(-1))

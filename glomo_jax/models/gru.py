@@ -78,22 +78,40 @@ class GRUStack(nn.Module):
   dtype: Any = jnp.float32
   param_dtype: Any = jnp.float32
 
-  @nn.compact
-  def __call__(self, x: jax.Array, h0: jax.Array) -> jax.Array:
-    """x: [N, steps, features]; h0: [num_layers, N, features] or [N, features]
-    (the same start for every layer) -> top-layer outputs [N, steps, features].
+  def setup(self):
+    for layer in range(self.num_layers):   # parameters under layer_0, layer_1, …
+      setattr(self, f"layer_{layer}", GRUCell(self.features, self.features, self.dtype,
+                                              self.param_dtype))
+
+  def input_gates(self, x: jax.Array) -> jax.Array:
+    """The first layer's input gates (bias included): [..., features] ->
+    [..., 3·features]. Lets a caller compute them once per sequence position
+    and hand them to `__call__` (`first_gates`) for windows that overlap."""
+    return self.layer_0.input_gates(x)
+
+  def __call__(self, x: jax.Array | None, h0: jax.Array,
+               first_gates: jax.Array | None = None) -> jax.Array:
+    """Top-layer outputs [N, steps, features].
+
+    Args:
+      x: [N, steps, features] inputs; None when `first_gates` is given.
+      h0: [num_layers, N, features] or [N, features] (the same start for
+        every layer).
+      first_gates: optional [N, steps, 3·features], the first layer's input
+        gates `input_gates(x)`, computed by the caller.
 
     The steps are unrolled (the decoder runs D ≈ 3 steps); each layer's input
     gates for all steps come from one GEMM.
     """
+    if (x is None) == (first_gates is None):
+      raise ValueError("give exactly one of x and first_gates")
     out = x
     for layer in range(self.num_layers):
-      cell = GRUCell(self.features, self.features, self.dtype, self.param_dtype,
-                     name=f"layer_{layer}")
-      gi = cell.input_gates(out)                                # [N, steps, 3h]
+      cell = getattr(self, f"layer_{layer}")
+      gi = first_gates if layer == 0 and first_gates is not None else cell.input_gates(out)
       h = (h0[layer] if h0.ndim == 3 else h0).astype(self.dtype)
       steps = []
-      for s in range(x.shape[1]):
+      for s in range(gi.shape[1]):
         h = gru_update(gi[:, s], cell.hidden_gates(h), h)
         steps.append(h)
       out = jnp.stack(steps, axis=1)
