@@ -28,11 +28,16 @@ with ``--worker JOB``, which prints one JSON line):
 * ``--loss_curve K``: K steps in float32 and in bfloat16 from one init on
   one fixed stream of random batches; both curves and their largest
   relative difference.
+* ``--every_position_ratio``: the step that decodes every position against
+  the sampled step (the config's 20 positions), both compiled in one process
+  and alternated on the same batches (noise on a shared machine hits both
+  alike); per ``--rounds`` process, the medians, the median of the paired
+  ratios and the FLOP ratio.
 
 Benchmark-only switches (glomo_jax itself is never changed):
-``--malloc_tune 1`` (default) makes the glomo_jax workers call
-start with `glomo_jax.host_memory.MALLOC_TUNABLES` in GLIBC_TUNABLES, the
-peer's own `tune_malloc()` setting plus one arena.
+``--malloc_tune 1`` (default) starts the glomo_jax workers with
+`glomo_jax.host_memory.MALLOC_TUNABLES` in GLIBC_TUNABLES (what the
+experiments' entry points use; see benchmarks/README.md).
 
 Results are appended as JSON lines to ``<results_dir>/pretrain_step.jsonl``
 and written as markdown (and PNG for sweeps) next to it
@@ -129,12 +134,14 @@ def build_parser() -> argparse.ArgumentParser:
   p.add_argument("--loss_curve_pool", type=int, default=0, metavar="P",
                  help="0: a new random batch every step; P > 0: cycle through P random "
                       "batches (the model can fit them, so the loss moves)")
+  p.add_argument("--every_position_ratio", action="store_true",
+                 help="every-position step against the sampled step, paired in one process")
   p.add_argument("--peak_sizes", default="2048,4096",
                  help="square matmul sizes for the float32 peak ('' to skip)")
   p.add_argument("--peak_repeats", type=int, default=5)
   p.add_argument("--results_dir", default=DEFAULT_RESULTS)
   p.add_argument("--timeout", type=float, default=None, help="seconds per subprocess")
-  p.add_argument("--worker", choices=["step", "peak", "pipeline", "loss_curve"], default=None,
+  p.add_argument("--worker", choices=sorted(WORKERS), default=None,
                  help=argparse.SUPPRESS)
   return p
 
@@ -188,8 +195,11 @@ def model_flops(config, bsz: int, bptt: int, every_row: bool = False) -> dict:
   * graph_mixing (graph × values, K heads of d/K): 2·B·d·T·(T·(L−1) + R);
   * composition: GRU: 2·B·(T·(L−1) + R)·(2d·3d + d·3d) (input and hidden
     gates); residual: L · 2·B·T·d·d (value maps, at every source);
-  * decoder: decoder_layers · 2·N·D·(d·3d + d·3d) (input and hidden gates,
-    every step);
+  * decoder: hidden gates decoder_layers · 2·N·D·d·3d; input gates
+    (decoder_layers − 1) · 2·N·D·d·3d + 2·M·d·3d, where the first layer's
+    M = min(N·(D − 1), B·T) rows are what `ContextDecoder.decode_windows`
+    computes (step 0's input is zero; overlapping windows share a
+    position's gates); M = N·D with ``every_row``, as the peer does;
   * output_layer (tied softmax over V): 2·N·D·d·V.
 
   Not counted: element-wise work (BatchNorm, ReLU, gates' sigmoid/tanh,
@@ -201,7 +211,8 @@ def model_flops(config, bsz: int, bptt: int, every_row: bool = False) -> dict:
   Args:
     config: a glomo_jax ModelConfig (context objective).
     bsz, bptt: batch size and window length.
-    every_row: count the top layer at every position (the peer's work).
+    every_row: count the peer's work: the top layer at every position, the
+      decoder's first-layer input gates at every step of every window.
 
   Returns:
     {'forward': {part: FLOPs, both directions}, 'forward_total', 'train'}.
@@ -227,7 +238,10 @@ def model_flops(config, bsz: int, bptt: int, every_row: bool = False) -> dict:
     part["composition"] = 2 * B * rows * (2 * d * 3 * d + d * 3 * d)
   else:
     part["composition"] = L * 2 * B * T * d * d
-  part["decoder"] = c.decoder_layers * 2 * N * D * (d * 3 * d + d * 3 * d)
+  first_rows = N * D if every_row else min(N * (D - 1), B * T)
+  part["decoder"] = (c.decoder_layers * 2 * N * D * d * 3 * d
+                     + (c.decoder_layers - 1) * 2 * N * D * d * 3 * d
+                     + 2 * first_rows * d * 3 * d)
   part["output_layer"] = 2 * N * D * d * V
   forward = {name: 2 * value for name, value in part.items()}  # two directions
   total = sum(forward.values())
@@ -357,13 +371,13 @@ def parse_json_line(text: str) -> dict | None:
 
 
 # ---- workers (each prints one JSON line) -----------------------------------------
-def worker_step(args) -> dict:
-  """Compiles and times train_step; see the module docstring."""
+def compiled_step(args, mc):
+  """(train state, compiled train_step, init seconds, lower+compile seconds)
+  for ModelConfig `mc` at the batch shape of `args`."""
   import functools
 
   import jax
   import jax.numpy as jnp
-  import numpy as np
 
   from glomo_jax import GLoMo
   from glomo_jax.train.config import TrainConfig
@@ -371,7 +385,6 @@ def worker_step(args) -> dict:
   from glomo_jax.train.step import train_step
   from glomo_jax.train.trainer import create_state
 
-  mc = model_config(args)
   model = GLoMo(mc)
   tx = make_optimizer("sgd", LR, MOMENTUM, CLIP)
   tc = TrainConfig(model=mc, batch_size=args.bsz, bptt=args.bptt, learning_rate=LR,
@@ -381,15 +394,22 @@ def worker_step(args) -> dict:
       jax.random.PRNGKey(args.seed))
   jax.block_until_ready(state)
   init_s = time.perf_counter() - t0
-  n_params = sum(int(np.prod(x.shape)) for x in jax.tree_util.tree_leaves(state.params))
-
-  step = jax.jit(functools.partial(train_step, model, tx), donate_argnums=(0,))
   spec = {"tokens": jax.ShapeDtypeStruct((args.bsz, args.bptt), jnp.int32)}
   t0 = time.perf_counter()
-  lowered = step.lower(state, spec)
-  compiled = lowered.compile()
-  compile_s = time.perf_counter() - t0
+  compiled = jax.jit(functools.partial(train_step, model, tx),
+                     donate_argnums=(0,)).lower(state, spec).compile()
+  return state, compiled, init_s, time.perf_counter() - t0
+
+
+def worker_step(args) -> dict:
+  """Compiles and times train_step; see the module docstring."""
+  import jax
+  import numpy as np
+
+  mc = model_config(args)
+  state, compiled, init_s, compile_s = compiled_step(args, mc)
   rss_after_compile = rss_mb()
+  n_params = sum(int(np.prod(x.shape)) for x in jax.tree_util.tree_leaves(state.params))
   _host_memory().release_free_memory()  # as the trainer does after set-up
   host = np.random.default_rng(args.seed + 1)
 
@@ -548,6 +568,43 @@ def worker_loss_curve(args) -> dict:
           **jax_info()}
 
 
+def worker_position_ratio(args) -> dict:
+  """The every-position step against the sampled one, alternated in one process."""
+  import jax
+  import numpy as np
+
+  sampled = args.sample_positions or CONFIGS[args.config]["sample_len"]
+  variants = {"sampled": sampled, "every": 0}
+  steps, states, flops = {}, {}, {}
+  for name, positions in variants.items():
+    mc = model_config(args).replace(sample_positions=positions)
+    states[name], steps[name], _, _ = compiled_step(args, mc)
+    flops[name] = model_flops(mc, args.bsz, args.bptt)["train"]
+  host = np.random.default_rng(args.seed + 1)
+  times = {name: [] for name in variants}
+  for i in range(args.warmup + args.steps):
+    tokens = host.integers(0, CONFIGS[args.config]["ntokens"], (args.bsz, args.bptt),
+                           dtype=np.int32)
+    for name in variants:
+      t0 = time.perf_counter()
+      states[name], metrics = steps[name](states[name], {"tokens": jax.device_put(tokens)})
+      float(metrics["loss"])
+      if i >= args.warmup:
+        times[name].append(time.perf_counter() - t0)
+  ratios = [e / s for e, s in zip(times["every"], times["sampled"])]
+  return {"impl": "glomo_jax", "job": "position_ratio", "config_name": args.config,
+          "bsz": args.bsz, "bptt": args.bptt, "sampled_positions": sampled,
+          "steps": args.steps, "warmup": args.warmup,
+          "step_s": {k: [round(t, 4) for t in v] for k, v in times.items()},
+          "median_step_s": {k: statistics.median(v) for k, v in times.items()},
+          "min_step_s": {k: min(v) for k, v in times.items()},
+          "paired_ratio_median": statistics.median(ratios),
+          "ratio_of_medians": statistics.median(times["every"])
+                              / statistics.median(times["sampled"]),
+          "model_flops": flops, "flops_ratio": flops["every"] / flops["sampled"],
+          **jax_info()}
+
+
 def worker_pipeline(args) -> dict:
   """Input pipeline throughput on one core (synthetic corpus, wiki_text)."""
   core = min(os.sched_getaffinity(0))
@@ -629,7 +686,7 @@ def worker_pipeline(args) -> dict:
 
 
 WORKERS = {"step": worker_step, "peak": worker_peak, "pipeline": worker_pipeline,
-           "loss_curve": worker_loss_curve}
+           "loss_curve": worker_loss_curve, "position_ratio": worker_position_ratio}
 
 
 # ---- driver ----------------------------------------------------------------------
@@ -647,6 +704,8 @@ def worker_argv(args, job: str, **over) -> list[str]:
                        pipeline_tokenizer_chars=args.pipeline_tokenizer_chars),
       "loss_curve": dict(loss_curve=args.loss_curve, loss_curve_pool=args.loss_curve_pool,
                          malloc_tune=args.malloc_tune),
+      "position_ratio": dict(steps=args.steps, warmup=args.warmup,
+                             malloc_tune=args.malloc_tune),
   }[job])
   values.update(over)
   argv = [sys.executable, os.path.abspath(__file__), "--worker", job]
@@ -1037,6 +1096,37 @@ def mode_loss_curve(args) -> None:
   print(f"\nwrote {path}")
 
 
+def mode_position_ratio(args) -> None:
+  results = Results(args, "position_ratio")
+  md = md_header(args, "every position vs sampled step (paired in one process)")
+  md += ["| round | sampled step (s) | every-position step (s) | median of paired ratios "
+         "| ratio of medians | fastest steps' ratio |", "| --- | --- | --- | --- | --- | --- |"]
+  recs = []
+  for r in range(1, args.rounds + 1):
+    rec = run_json(worker_argv(args, "position_ratio"), f"position ratio, round {r}",
+                   args.timeout, jax_env(args))
+    results.add({**rec, "round": r})
+    if "error" in rec:
+      md.append(f"| {r} | failed: {rec['error']} | | | | |")
+      continue
+    recs.append(rec)
+    med, fast = rec["median_step_s"], rec["min_step_s"]
+    md.append(f"| {r} | {med['sampled']:.3f} | {med['every']:.3f} "
+              f"| {rec['paired_ratio_median']:.3f} | {rec['ratio_of_medians']:.3f} "
+              f"| {fast['every'] / fast['sampled']:.3f} |")
+  if recs:
+    pooled_ratio = statistics.median(
+        e / s for rec in recs
+        for e, s in zip(rec["step_s"]["every"], rec["step_s"]["sampled"]))
+    md += ["", f"median of all {sum(r['steps'] for r in recs)} paired ratios: "
+           f"**{pooled_ratio:.3f}** (target ≤ 2); FLOP ratio (`model_flops`) "
+           f"{recs[0]['flops_ratio']:.3f}; sampled = {recs[0]['sampled_positions']} "
+           f"positions, B {recs[0]['bsz']}, T {recs[0]['bptt']} ({recs[0]['backend']})."]
+  path = results.markdown(md)
+  print("\n".join(md))
+  print(f"\nwrote {path}")
+
+
 def main(argv=None) -> None:
   args = resolve(build_parser().parse_args(argv))
   if args.worker:
@@ -1052,6 +1142,8 @@ def main(argv=None) -> None:
     mode_pipeline(args)
   elif args.sweep:
     mode_sweep(args)
+  elif args.every_position_ratio:
+    mode_position_ratio(args)
   else:
     mode_step(args)
 

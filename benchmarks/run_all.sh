@@ -14,6 +14,8 @@ $B --config small --peer "$PEER" --rounds 3 --steps 12 --warmup 3
 $B --config paper --bsz 8 --peer "$PEER" --rounds 2 --steps 6 --warmup 4
 # 3. decoding every position (the paper's objective), both programs
 $B --config small --sample_positions 0 --peer "$PEER" --rounds 2 --steps 6 --warmup 3
+#    and against the sampled step, paired in one process (the ≤ 2× target)
+$B --config small --every_position_ratio --rounds 3 --steps 12 --warmup 3
 # 4. mixed precision: speed, and float32 vs bfloat16 loss curves from one init
 $B --config small --dtype bfloat16 --rounds 2 --steps 12 --warmup 3
 $B --config small --loss_curve 60 --loss_curve_pool 4
