@@ -863,6 +863,12 @@ class Results:
       f.write("\n".join(lines) + "\n")
     return path
 
+  def report(self, lines: list[str]) -> None:
+    """Writes the markdown report and prints it with its path."""
+    path = self.markdown(lines)
+    print("\n".join(lines))
+    print(f"\nwrote {path}")
+
 
 def md_header(args, title: str) -> list[str]:
   m = machine_info()
@@ -1001,9 +1007,7 @@ def mode_sweep(args) -> None:
     print(f"plot failed: {e!r}")
   results.add({"impl": "summary", "sweep": key, "values": values,
                "table": {p: {str(v): s for v, s in t.items()} for p, t in table.items()}})
-  path = results.markdown(md)
-  print("\n".join(md))
-  print(f"\nwrote {path}")
+  results.report(md)
 
 
 def plot_sweep(table, values, key, label, path, title) -> None:
@@ -1061,9 +1065,7 @@ def mode_pipeline(args) -> None:
            f"vocabulary {wiki['tokenizer_vocab']}."]
   if "error" in pipe:
     md += ["", f"pipeline worker failed: {pipe['error']}"]
-  path = results.markdown(md)
-  print("\n".join(md))
-  print(f"\nwrote {path}")
+  results.report(md)
 
 
 def mode_loss_curve(args) -> None:
@@ -1091,9 +1093,7 @@ def mode_loss_curve(args) -> None:
            f"{100 * rec['grad_norm_max_rel_diff']:.2f}%; median step "
            f"float32 {rec['median_step_s']['float32']:.4f} s, bfloat16 "
            f"{rec['median_step_s']['bfloat16']:.4f} s ({rec['backend']})."]
-  path = results.markdown(md)
-  print("\n".join(md))
-  print(f"\nwrote {path}")
+  results.report(md)
 
 
 def mode_position_ratio(args) -> None:
@@ -1122,9 +1122,7 @@ def mode_position_ratio(args) -> None:
            f"**{pooled_ratio:.3f}** (target ≤ 2); FLOP ratio (`model_flops`) "
            f"{recs[0]['flops_ratio']:.3f}; sampled = {recs[0]['sampled_positions']} "
            f"positions, B {recs[0]['bsz']}, T {recs[0]['bptt']} ({recs[0]['backend']})."]
-  path = results.markdown(md)
-  print("\n".join(md))
-  print(f"\nwrote {path}")
+  results.report(md)
 
 
 def main(argv=None) -> None:

@@ -49,8 +49,8 @@ class ContextDecoder(nn.Module):
 
   def decode_windows(self, h0: jax.Array, emb: jax.Array, positions: jax.Array,
                      train: bool = False) -> jax.Array:
-    """`__call__` on the teacher-forced inputs of `context_targets`, without
-    building them: the same numbers, less work.
+    """`__call__` on `context_inputs(emb, positions, D)`, without building
+    them: the same numbers, less work.
 
     Step 0's input is zero, so its first-layer input gates are the bias; step
     s ≥ 1 reads E(x_{t+s}), whose gates depend on the position t + s only.
