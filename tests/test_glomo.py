@@ -299,3 +299,18 @@ def test_config_typos_and_bad_values_are_clear_errors():
   with pytest.raises(ValueError, match="unknown ModelConfig fields"):
     ModelConfig.from_dict({"dimm": 3})
   assert ModelConfig.from_dict(ModelConfig.tiny().to_dict()) == ModelConfig.tiny()
+
+
+def test_dropout_draws_masks_in_training_only():
+  """dropout > 0: training needs a 'dropout' rng and the loss moves with it;
+  evaluation is deterministic and needs none."""
+  config = ModelConfig.tiny(dropout=0.3)
+  model, variables, tokens = init_model(config)
+  def train_loss(seed):
+    (loss, _), _ = model.apply(variables, tokens, train=True, mutable=["batch_stats"],
+                               rngs={"dropout": jax.random.PRNGKey(seed)})
+    return float(loss)
+  assert train_loss(0) == train_loss(0) != train_loss(1)
+  a, _ = model.apply(variables, tokens, train=False)
+  b, _ = model.apply(variables, tokens, train=False)
+  assert float(a) == float(b) and np.isfinite(float(a))

@@ -23,13 +23,8 @@ class ContextDecoder(nn.Module):
   def setup(self):
     c = self.config
     self.gru = GRUStack(c.dim, c.decoder_layers, c.compute_dtype, c.params_dtype)
-    if c.dropout > 0:
-      self.start_dropout = nn.Dropout(c.dropout, broadcast_dims=(1,))
-
-  def _start(self, h0, train):
-    if self.config.dropout > 0 and train:
-      return self.start_dropout(h0, deterministic=False)
-    return h0
+    # On the start states; a no-op at rate 0 or in eval.
+    self.start_dropout = nn.Dropout(c.dropout, broadcast_dims=(1,))
 
   def __call__(self, h0: jax.Array, inputs: jax.Array, train: bool = False) -> jax.Array:
     """Decodes a short sequence from each start state.
@@ -44,7 +39,7 @@ class ContextDecoder(nn.Module):
     """
     b, n, steps, d = inputs.shape
     out = self.gru(inputs.reshape(b * n, steps, d),
-                   self._start(h0, train).reshape(b * n, d))
+                   self.start_dropout(h0, deterministic=not train).reshape(b * n, d))
     return out.reshape(b, n, steps, d)
 
   def decode_windows(self, h0: jax.Array, emb: jax.Array, positions: jax.Array,
@@ -78,7 +73,7 @@ class ContextDecoder(nn.Module):
     first = self.gru.input_gates(jnp.zeros((1, d), emb.dtype))      # = the bias, [1, 3d]
     first = jnp.broadcast_to(first.astype(later.dtype), (b, n, 1, first.shape[-1]))
     gates = jnp.concatenate([first, later], axis=2)
-    out = self.gru(None, self._start(h0, train).reshape(b * n, d),
+    out = self.gru(None, self.start_dropout(h0, deterministic=not train).reshape(b * n, d),
                    first_gates=gates.reshape(b * n, steps, -1))
     return out.reshape(b, n, steps, d)
 

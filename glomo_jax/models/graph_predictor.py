@@ -54,13 +54,8 @@ class GraphPredictor(nn.Module):
         self.threshold_bias = self.param("threshold_bias", fan_in_uniform(H), (L,), pd)
       else:
         self.threshold_bias = self.param("threshold_bias", nn.initializers.zeros, (L,), pd)
-    if c.dropout > 0:
-      self.input_dropout = nn.Dropout(c.dropout, broadcast_dims=(1,))
-
-  def _dropout(self, x, train):
-    if self.config.dropout > 0 and train:
-      return self.input_dropout(x, deterministic=False)
-    return x
+    # Same mask for every position of a sequence; a no-op at rate 0 or in eval.
+    self.input_dropout = nn.Dropout(c.dropout, broadcast_dims=(1,))
 
   def __call__(self, x: jax.Array, mask: jax.Array | None = None,
                train: bool = False) -> jax.Array:
@@ -105,8 +100,8 @@ class GraphPredictor(nn.Module):
     if not self.config.decoupled:
       raise ValueError("a coupled graph predictor has no CNNs: use layer_graph "
                        "with the feature predictor's features")
-    keys = self.key_cnn(self._dropout(x, train), mask, train)
-    queries = self.query_cnn(self._dropout(x, train), mask, train)
+    keys = self.key_cnn(self.input_dropout(x, deterministic=not train), mask, train)
+    queries = self.query_cnn(self.input_dropout(x, deterministic=not train), mask, train)
     return keys, queries
 
   def layer_graph(self, layer: int, features: jax.Array,
