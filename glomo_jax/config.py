@@ -64,8 +64,11 @@ class ModelConfig:
       O(chunk · V) whatever B·T·D is (at the paper's V = 100k, 512 rows are
       205 MB of logits; the full [B·T·D, V] array exists only if it is
       itself no larger than one chunk).
-    dtype: compute dtype of matmuls and convolutions. Graph normalisation and
-      the softmax cross-entropy always run in at least float32.
+    dtype: compute dtype of matmuls and convolutions (their operands and
+      activations); they accumulate in at least float32, and graph
+      normalisation and the softmax cross-entropy always run in at least
+      float32. 'bfloat16' is mixed precision: on a CPU with AVX512-BF16 its
+      GEMMs run at twice the float32 rate.
     param_dtype: storage dtype of parameters.
     bn_momentum: weight of the old running statistics (PyTorch 0.1 ⇒ 0.9).
     bn_epsilon: BatchNorm / LayerNorm epsilon (PyTorch 1e-5).

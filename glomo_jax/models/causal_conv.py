@@ -22,11 +22,14 @@ from glomo_jax.models.initializers import fan_in_uniform
 from glomo_jax.ops.dense import dense
 
 
-def causal_conv1d(x: jax.Array, kernel: jax.Array, left: int, right: int) -> jax.Array:
-  """1-D convolution as im2col + one GEMM.
+def causal_conv1d(x: jax.Array, kernel: jax.Array, left: int, right: int,
+                  bias: jax.Array | None = None) -> jax.Array:
+  """1-D convolution as im2col + one GEMM (`ops.dense`).
 
-  x: [batch, T, c_in]; kernel: [k, c_in, c_out] -> [batch, T + left + right − k + 1, c_out];
-  output p = Σ_i x_padded[p + i] · kernel[i] with `left` / `right` zeros padded.
+  x: [batch, T, c_in]; kernel: [k, c_in, c_out]; bias: optional [c_out]
+  -> [batch, T + left + right − k + 1, c_out];
+  output p = Σ_i x_padded[p + i] · kernel[i] (+ bias) with `left` / `right`
+  zeros padded.
   Same result as `lax.conv_general_dilated`, but its kernel gradient is a GEMM
   too: XLA:CPU compiles the conv's kernel gradient into a slow windowed
   convolution (~0.5 s per layer at d=256, T=100, B=16, against ~10 ms here).
@@ -35,7 +38,7 @@ def causal_conv1d(x: jax.Array, kernel: jax.Array, left: int, right: int) -> jax
   xp = jnp.pad(x, ((0, 0), (left, right), (0, 0)))
   n = xp.shape[1] - k + 1
   cols = jnp.concatenate([xp[:, i:i + n] for i in range(k)], axis=-1)   # [B, n, k·c_in]
-  return dense(cols, kernel.reshape(k * kernel.shape[1], kernel.shape[2]))
+  return dense(cols, kernel.reshape(k * kernel.shape[1], kernel.shape[2]), bias)
 
 
 class TorchBatchNorm(nn.Module):
@@ -114,8 +117,7 @@ class CausalConvBlock(nn.Module):
     # Left padding k−1 gives outputs 0..T−1 (position t sees ≤ t); for batch
     # norm the authors' k−1 extra right-side outputs join the statistics.
     right = k - 1 if self.norm == "batch" else 0
-    y = causal_conv1d(x.astype(self.dtype), kernel.astype(self.dtype), k - 1, right)
-    y = y + bias.astype(self.dtype)
+    y = causal_conv1d(x.astype(self.dtype), kernel.astype(self.dtype), k - 1, right, bias)
     if self.norm == "batch":
       y = TorchBatchNorm(momentum=self.bn_momentum, epsilon=self.epsilon,
                          dtype=self.dtype, param_dtype=self.param_dtype,

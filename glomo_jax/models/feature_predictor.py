@@ -68,7 +68,7 @@ class FeaturePredictor(nn.Module):
       m = mix_heads(graph, h)
       return self.gru(jnp.concatenate([m * here, m], axis=-1), here)
     dt = c.compute_dtype
-    v = dense(h, self.value_kernel[layer].astype(dt)) + self.value_bias[layer].astype(dt)
+    v = dense(h, self.value_kernel[layer].astype(dt), self.value_bias[layer])
     return here + mix_heads(graph, v)
 
   def __call__(self, x: jax.Array, graphs: jax.Array) -> list[jax.Array]:

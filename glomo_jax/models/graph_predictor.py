@@ -26,7 +26,23 @@ import jax.numpy as jnp
 from glomo_jax.config import ModelConfig
 from glomo_jax.models.causal_conv import CausalConvStack
 from glomo_jax.models.initializers import fan_in_uniform
+from glomo_jax.ops.dense import dense, row_major_transpose
 from glomo_jax.ops.sparse_graph import allowed_sources, normalize_graph
+
+
+def project_heads(x: jax.Array, kernel: jax.Array, bias: jax.Array) -> jax.Array:
+  """Per-layer, per-head projections of every position, as one GEMM.
+
+  x: [batch, T, d]; kernel: [L', d, K, H]; bias: [L', K, H]
+  -> [batch, L', K, T, H] = einsum("btd,ldkh->blkth", x, kernel) + bias
+  (`ops.dense`: canonical kernel gradient, accumulation and bias in float32
+  or wider).
+  """
+  b, t, _ = x.shape
+  layers, d, heads, width = kernel.shape
+  flat = jnp.transpose(kernel, (1, 0, 2, 3)).reshape(d, layers * heads * width)
+  y = dense(x, flat, bias.reshape(-1)).reshape(b, t, layers, heads, width)
+  return row_major_transpose(y, (0, 2, 3, 1, 4))
 
 
 class GraphPredictor(nn.Module):
@@ -121,10 +137,8 @@ class GraphPredictor(nn.Module):
     length = keys.shape[1]
     if rows is not None:
       queries = queries[:, rows]
-    k = jnp.einsum("btd,ldkh->blkth", cast(keys), cast(self.key_kernel[layers]))
-    k = k + cast(self.key_bias[layers])[None, :, :, None, :]
-    q = jnp.einsum("btd,ldkh->blkth", cast(queries), cast(self.query_kernel[layers]))
-    q = q + cast(self.query_bias[layers])[None, :, :, None, :]
+    k = project_heads(cast(keys), cast(self.key_kernel[layers]), self.key_bias[layers])
+    q = project_heads(cast(queries), cast(self.query_kernel[layers]), self.query_bias[layers])
     scores = jnp.einsum("blkjh,blkih->blkji", q, k, preferred_element_type=gdt)
     threshold = 0.0
     if c.sparsity == "squared_relu":

@@ -54,12 +54,12 @@ class GRUCell(nn.Module):
   def input_gates(self, x: jax.Array) -> jax.Array:
     """x: [..., in] -> [..., 3·hidden] (for a whole sequence in one GEMM)."""
     dt = self.dtype
-    return dense(x.astype(dt), self.input_kernel.astype(dt)) + self.input_bias.astype(dt)
+    return dense(x.astype(dt), self.input_kernel.astype(dt), self.input_bias)
 
   def hidden_gates(self, h: jax.Array) -> jax.Array:
     """h: [..., hidden] -> [..., 3·hidden]."""
     dt = self.dtype
-    return dense(h.astype(dt), self.hidden_kernel.astype(dt)) + self.hidden_bias.astype(dt)
+    return dense(h.astype(dt), self.hidden_kernel.astype(dt), self.hidden_bias)
 
   def __call__(self, x: jax.Array, h: jax.Array) -> jax.Array:
     """x: [..., in], h: [..., hidden] -> new h [..., hidden]."""
