@@ -491,16 +491,19 @@ def worker_step(args) -> dict:
 
 
 def worker_peak(args) -> dict:
-  """float32 matmul peak: a jitted jnp.dot of square matrices, repeated."""
+  """Matmul peak in the run's compute dtype: a jitted jnp.dot of square
+  matrices, repeated (bfloat16: bfloat16 operands, float32 accumulation and
+  output, as the model's GEMMs)."""
   import jax
   import jax.numpy as jnp
   sizes = [int(s) for s in args.peak_sizes.split(",") if s.strip()]
-  dot = jax.jit(jnp.dot)
-  out = {"impl": "matmul_peak", "dtype": "float32", "sizes": {}}
+  dtype = jnp.dtype(args.dtype)
+  dot = jax.jit(lambda a, b: jnp.dot(a, b, preferred_element_type=jnp.float32))
+  out = {"impl": "matmul_peak", "dtype": args.dtype, "sizes": {}}
   for n in sizes:
     ka, kb = jax.random.split(jax.random.PRNGKey(n))
-    a = jax.random.normal(ka, (n, n), jnp.float32)
-    b = jax.random.normal(kb, (n, n), jnp.float32)
+    a = jax.random.normal(ka, (n, n), jnp.float32).astype(dtype)
+    b = jax.random.normal(kb, (n, n), jnp.float32).astype(dtype)
     dot(a, b).block_until_ready()  # compile + warm
     rates = []
     for _ in range(args.peak_repeats):
@@ -832,7 +835,7 @@ def step_summary(rec: dict, peak: dict | None) -> list[str]:
   frac = ""
   if peak and peak.get("peak_flops_per_s"):
     frac = f" = {100 * rec['achieved_flops_per_s'] / peak['peak_flops_per_s']:.1f}% of the " \
-           f"float32 matmul peak {peak['peak_flops_per_s'] / 1e9:.1f} GFLOP/s"
+           f"{peak.get('dtype', 'float32')} matmul peak {peak['peak_flops_per_s'] / 1e9:.1f} GFLOP/s"
   lines.append(f"achieved {rec['achieved_flops_per_s'] / 1e9:.2f} GFLOP/s{frac}")
   mat = rec["hlo_vocab_arrays"]["materialised"]
   inside = rec["hlo_vocab_arrays"]["inside_fusions"]
