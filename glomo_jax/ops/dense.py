@@ -36,9 +36,7 @@ def dense(x: jax.Array, kernel: jax.Array, bias: jax.Array | None = None) -> jax
   not change it). Gradients: x and kernel in their own dtypes, bias in its
   own.
   """
-  if bias is None:
-    return _dense(x, kernel)
-  return _dense_bias(x, kernel, bias)
+  return _dense(x, kernel, bias)
 
 
 def accumulation_dtype(*dtypes) -> jnp.dtype:
@@ -89,48 +87,26 @@ def _forward(x, kernel, bias):
   return y.astype(jnp.promote_types(x.dtype, kernel.dtype))
 
 
-def _backward(x, kernel, g):
-  """(dx, dkernel, g as [rows, n], the accumulation dtype)."""
+@jax.custom_vjp
+def _dense(x, kernel, bias):
+  return _forward(x, kernel, bias)
+
+
+def _dense_fwd(x, kernel, bias):
+  # Backward needs only the bias's dtype (a 0-d stand-in), or None.
+  bias_like = None if bias is None else jnp.zeros((), bias.dtype)
+  return _forward(x, kernel, bias), (x, kernel, bias_like)
+
+
+def _dense_bwd(res, g):
+  x, kernel, bias_like = res
   k, n = kernel.shape
   acc = accumulation_dtype(x.dtype, kernel.dtype)
   dx = jnp.dot(g, row_major_transpose(kernel), preferred_element_type=acc).astype(x.dtype)
   g2 = g.reshape(-1, n)
   dkernel = kernel_gradient(x.reshape(-1, k), g2, preferred_element_type=acc)
-  return dx, dkernel.astype(kernel.dtype), g2, acc
-
-
-@jax.custom_vjp
-def _dense(x, kernel):
-  return _forward(x, kernel, None)
-
-
-def _dense_fwd(x, kernel):
-  return _forward(x, kernel, None), (x, kernel)
-
-
-def _dense_bwd(res, g):
-  dx, dkernel, _, _ = _backward(*res, g)
-  return dx, dkernel
+  dbias = None if bias_like is None else jnp.sum(g2, axis=0, dtype=acc).astype(bias_like.dtype)
+  return dx, dkernel.astype(kernel.dtype), dbias
 
 
 _dense.defvjp(_dense_fwd, _dense_bwd)
-
-
-@jax.custom_vjp
-def _dense_bias(x, kernel, bias):
-  return _forward(x, kernel, bias)
-
-
-def _dense_bias_fwd(x, kernel, bias):
-  # The bias itself is not needed backward, only its dtype: keep a 0-d stand-in.
-  return _forward(x, kernel, bias), (x, kernel, jnp.zeros((), bias.dtype))
-
-
-def _dense_bias_bwd(res, g):
-  x, kernel, bias_like = res
-  dx, dkernel, g2, acc = _backward(x, kernel, g)
-  dbias = jnp.sum(g2, axis=0, dtype=acc).astype(bias_like.dtype)
-  return dx, dkernel, dbias
-
-
-_dense_bias.defvjp(_dense_bias_fwd, _dense_bias_bwd)
