@@ -4,7 +4,7 @@ PY ?= python3
 VENV ?= .venv
 BIN := $(VENV)/bin
 
-.PHONY: install install-test test demo equivalence bench bench-all clean
+.PHONY: install install-test test demo equivalence bench bench-all bench-gpu clean
 
 $(BIN)/python:
 	$(PY) -m venv $(VENV)
@@ -46,6 +46,13 @@ bench: install
 bench-all: install
 	$(BIN)/python -c "import torch" 2>/dev/null || $(TORCH_CPU)
 	benchmarks/run_all.sh $(BIN)/python $(PEER)
+
+# The GPU measurements of benchmarks/RESULTS.md: glomo_jax and the peer on one
+# CUDA GPU (needs jax with CUDA and torch with CUDA in $(BIN)/python; about
+# 20 minutes). Stages: see benchmarks/gpu_run.sh.
+GPU_STAGES ?= env equivalence xlaflags small paper tf32 positions profile
+bench-gpu:
+	PYTHON=$(BIN)/python benchmarks/gpu_run.sh $(PEER) benchmarks/results/gpu $(GPU_STAGES)
 
 clean:
 	rm -rf $(VENV) build *.egg-info

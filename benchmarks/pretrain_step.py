@@ -83,6 +83,10 @@ DEFAULT_PEER = os.path.join(REPO, "..", "shared", "peers", "glomo_torch_referenc
 DEFAULT_WIKI = os.path.join(REPO, "..", "shared", "data", "wiki_text")
 DEFAULT_RESULTS = os.path.join(REPO, "benchmarks", "results")
 SWEEP_DEFAULTS = {"T": "100,200,400,800", "B": "4,8,16,32"}
+PEER_ON_DEVICE = os.path.join(REPO, "benchmarks", "peer_on_device.py")
+# --float32_matmul: jax_default_matmul_precision of the glomo_jax workers,
+# and the peer's TensorFloat-32 switch (peer_on_device.py --tf32).
+FLOAT32_MATMUL = {"highest": ("highest", 0), "tf32": ("tensorfloat32", 1)}
 MALLOC_TUNED = False
 
 
@@ -111,6 +115,13 @@ def build_parser() -> argparse.ArgumentParser:
   p.add_argument("--peer_python", default=sys.executable,
                  help="python that runs the peer (needs torch)")
   p.add_argument("--peer_args", default="", help="extra flags for the peer, e.g. '--conv onednn'")
+  p.add_argument("--peer_device", default="cpu",
+                 help="torch device of the peer's model, e.g. cuda (anything but cpu runs "
+                      "the peer through benchmarks/peer_on_device.py)")
+  p.add_argument("--float32_matmul", choices=sorted(FLOAT32_MATMUL), default=None,
+                 help="float32 matmul precision on accelerators, both programs: highest "
+                      "(float32) or tf32 (TensorFloat-32); default: each framework's own "
+                      "(JAX's may use tf32 on GPU, torch's does not)")
   p.add_argument("--malloc_tune", type=int, choices=(0, 1), default=1,
                  help="1: glomo_jax workers start with glomo_jax.host_memory.MALLOC_TUNABLES "
                       "in GLIBC_TUNABLES (as the peer's own --malloc_tune 1 default)")
@@ -139,6 +150,8 @@ def build_parser() -> argparse.ArgumentParser:
   p.add_argument("--peak_sizes", default="2048,4096",
                  help="square matmul sizes for the float32 peak ('' to skip)")
   p.add_argument("--peak_repeats", type=int, default=5)
+  p.add_argument("--peak_inner", type=int, default=1,
+                 help="products dispatched back to back per timed repeat")
   p.add_argument("--results_dir", default=DEFAULT_RESULTS)
   p.add_argument("--timeout", type=float, default=None, help="seconds per subprocess")
   p.add_argument("--worker", choices=sorted(WORKERS), default=None,
@@ -286,7 +299,7 @@ def jax_info() -> dict:
   dev = jax.devices()[0]
   return {"jax": jax.__version__, "backend": jax.default_backend(),
           "device_kind": getattr(dev, "device_kind", str(dev)),
-          "devices": jax.device_count()}
+          "devices": jax.device_count(), "xla_flags": os.environ.get("XLA_FLAGS", "")}
 
 
 def device_memory() -> dict | None:
@@ -493,7 +506,9 @@ def worker_step(args) -> dict:
 def worker_peak(args) -> dict:
   """Matmul peak in the run's compute dtype: a jitted jnp.dot of square
   matrices, repeated (bfloat16: bfloat16 operands, float32 accumulation and
-  output, as the model's GEMMs)."""
+  output, as the model's GEMMs). Each timed repeat dispatches
+  ``--peak_inner`` products back to back and waits for the last (more than
+  1 on a GPU, where one product takes about a millisecond)."""
   import jax
   import jax.numpy as jnp
   sizes = [int(s) for s in args.peak_sizes.split(",") if s.strip()]
@@ -508,8 +523,10 @@ def worker_peak(args) -> dict:
     rates = []
     for _ in range(args.peak_repeats):
       t0 = time.perf_counter()
-      dot(a, b).block_until_ready()
-      rates.append(2 * n**3 / (time.perf_counter() - t0))
+      for _ in range(args.peak_inner):
+        c = dot(a, b)
+      c.block_until_ready()
+      rates.append(2 * n**3 * args.peak_inner / (time.perf_counter() - t0))
     out["sizes"][str(n)] = {"best_gflops": max(rates) / 1e9,
                             "median_gflops": statistics.median(rates) / 1e9}
   out["peak_flops_per_s"] = max((v["best_gflops"] for v in out["sizes"].values()),
@@ -697,10 +714,12 @@ def worker_argv(args, job: str, **over) -> list[str]:
   """Command line of a glomo_jax worker subprocess (the flags `job` reads)."""
   values = dict(config=args.config, bsz=args.bsz, bptt=args.bptt,
                 sample_positions=args.sample_positions, dtype=args.dtype,
-                loss_chunk_size=args.loss_chunk_size, seed=args.seed)
+                loss_chunk_size=args.loss_chunk_size, seed=args.seed,
+                float32_matmul=args.float32_matmul)
   values.update({
       "step": dict(steps=args.steps, warmup=args.warmup, malloc_tune=args.malloc_tune),
-      "peak": dict(peak_sizes=args.peak_sizes, peak_repeats=args.peak_repeats),
+      "peak": dict(peak_sizes=args.peak_sizes, peak_repeats=args.peak_repeats,
+                   peak_inner=args.peak_inner),
       "pipeline": dict(wiki_dir=args.wiki_dir, pipeline_docs=args.pipeline_docs,
                        pipeline_batches=args.pipeline_batches,
                        pipeline_vocab=args.pipeline_vocab,
@@ -725,6 +744,10 @@ def peer_argv(args, **over) -> list[str]:
                 warmup=args.warmup)
   values.update(over)
   argv = [args.peer_python, os.path.abspath(args.peer)]
+  if args.peer_device != "cpu":
+    tf32 = FLOAT32_MATMUL[args.float32_matmul or "highest"][1]
+    argv = [args.peer_python, PEER_ON_DEVICE, "--peer", os.path.abspath(args.peer),
+            "--device", args.peer_device, "--tf32", str(tf32)]
   for key, value in values.items():
     argv += [f"--{key}", str(value)]
   return argv + args.peer_args.split()
@@ -793,7 +816,17 @@ def pooled(records: list[dict], bsz: int, bptt: int) -> dict:
           "run_medians": [round(r["median_step_s"], 4) for r in good],
           "peak_rss_mb": max(r["peak_rss_mb"] for r in good),
           "first_step_s": statistics.median(r["first_step_s"] for r in good),
+          "device_peak_mb": max((device_peak_mb(r) for r in good), default=None,
+                                key=lambda x: -1 if x is None else x),
           "errors": len(records) - len(good)}
+
+
+def device_peak_mb(rec: dict) -> float | None:
+  """Peak accelerator memory of a run, MiB: JAX's peak_bytes_in_use or the
+  peer's torch.cuda.max_memory_allocated; None on the CPU."""
+  if rec.get("device_peak_mb") is not None:
+    return rec["device_peak_mb"]
+  return (rec.get("device_memory") or {}).get("peak_bytes_in_use")
 
 
 def fmt(x, spec=".3f", missing="—"):
@@ -893,7 +926,7 @@ def get_peak(args, results: Results) -> dict | None:
   peak = run_json(worker_argv(args, "peak"), "matmul peak", args.timeout)
   results.add(peak)
   if "error" not in peak:
-    print("float32 matmul: " + ", ".join(
+    print(f"{peak['dtype']} matmul: " + ", ".join(
         f"{n}: best {v['best_gflops']:.1f} / median {v['median_gflops']:.1f} GFLOP/s"
         for n, v in peak["sizes"].items()), flush=True)
     return peak
@@ -938,20 +971,25 @@ def mode_step(args) -> None:
     b = pooled(recs["peer"], args.bsz, args.bptt)
     md += ["## Alternating runs (median over all timed steps of all runs)", "",
            "| program | runs | median step (s) | tokens/s | run medians (s) | first step (s) "
-           "| peak RSS (MiB) |", "| --- | --- | --- | --- | --- | --- | --- |"]
+           "| peak RSS (MiB) | peak device memory (MiB) |",
+           "| --- | --- | --- | --- | --- | --- | --- | --- |"]
     for name, p in (("glomo_jax", a), ("peer", b)):
       if p["runs"]:
         md.append(f"| {name} | {p['runs']} | {p['median_step_s']:.4f} | {p['tokens_per_s']:.1f} "
-                  f"| {p['run_medians']} | {p['first_step_s']:.2f} | {p['peak_rss_mb']:.0f} |")
+                  f"| {p['run_medians']} | {p['first_step_s']:.2f} | {p['peak_rss_mb']:.0f} "
+                  f"| {fmt(p['device_peak_mb'], '.0f')} |")
       else:
-        md.append(f"| {name} | 0 (failed: {p['errors']}) | | | | | |")
+        md.append(f"| {name} | 0 (failed: {p['errors']}) | | | | | | |")
     if a["runs"] and b["runs"]:
       ratio = a["tokens_per_s"] / b["tokens_per_s"]
       md += ["", f"**tokens/s glomo_jax ÷ peer: {ratio:.3f}**"]
       peer0 = next(r for r in recs["peer"] if "error" not in r)
-      md += ["", f"peer: torch {peer0.get('torch')}, {peer0.get('threads')} threads, fast "
+      md += ["", f"peer: torch {peer0.get('torch')}, device {peer0.get('device', 'cpu')} "
+             f"{peer0.get('device_name', '')}, tf32 {peer0.get('tf32', False)}, "
+             f"{peer0.get('threads')} threads, fast "
              f"{peer0.get('fast')}, conv {peer0.get('conv')}, malloc tuned "
-             f"{peer0.get('malloc_tuned')}; glomo_jax malloc tuned {bool(args.malloc_tune)}."]
+             f"{peer0.get('malloc_tuned')}; glomo_jax malloc tuned {bool(args.malloc_tune)}, "
+             f"float32 matmul {args.float32_matmul or 'the framework default'}."]
       results.add({"impl": "summary", "glomo_jax": a, "peer": b, "ratio_tokens_per_s": ratio})
   path = results.markdown(md)
   print("\n".join(md))
@@ -1133,6 +1171,9 @@ def main(argv=None) -> None:
   if args.worker:
     global MALLOC_TUNED
     MALLOC_TUNED = _host_memory().malloc_tuned()
+    if args.float32_matmul:
+      import jax
+      jax.config.update("jax_default_matmul_precision", FLOAT32_MATMUL[args.float32_matmul][0])
     print(json.dumps(WORKERS[args.worker](args)), flush=True)
     return
   if args.peer and not os.path.exists(args.peer):

@@ -1,0 +1,106 @@
+#!/usr/bin/env bash
+# glomo_jax against the PyTorch peer on one CUDA GPU, the peer's model on the
+# same GPU (benchmarks/peer_on_device.py), in stages:
+#
+#   benchmarks/gpu_run.sh PEER OUTDIR STAGE...
+#
+#   env          nvidia-smi, python, jax/jaxlib/flax/optax/torch versions, devices
+#   equivalence  benchmarks/torch_equivalence.py: glomo_jax on the GPU (float64
+#                and float32, matmuls at 'highest') against the peer on the CPU
+#   small        config small: float32 (both 'highest') and bfloat16 (glomo_jax's
+#                mixed precision against the peer's bfloat16 model), 2 rounds each
+#   paper        config paper (bsz 32, bptt 200, V 100000), the same two
+#   tf32         config small and paper, float32 with TensorFloat-32 on both sides
+#   positions    every position against the sampled 20, paired (small and paper)
+#   xlaflags     glomo_jax alone at small, float32, under each XLA_FLAGS setting in
+#                FLAG_SETS (compile time and step time); the stages after it run
+#                under the setting that compiles fastest without a step more
+#                than 10% slower than the best step
+#   small_bf16   the bfloat16 half of stage small
+#   profile      benchmarks/profile_step.py at paper, float32 and bfloat16: where
+#                the GPU time goes, by kernel kind and by Flax module
+#
+# ROUNDS (default 2) sets the rounds of the timed stages.
+#
+# PYTHON (default python3) must have jax with CUDA and torch with CUDA. Results
+# (JSON lines and markdown) go to OUTDIR/results, the log to OUTDIR/log.txt.
+# JAX's persistent compilation cache (JAX_COMPILATION_CACHE_DIR) lets the
+# second round of a config load the first round's executable.
+set -u
+PEER=$1
+OUTDIR=$2
+shift 2
+PY=${PYTHON:-python3}
+export PYTHONUNBUFFERED=1
+export JAX_COMPILATION_CACHE_DIR=${JAX_COMPILATION_CACHE_DIR:-/tmp/glomo_jax_compile_cache}
+mkdir -p "$OUTDIR/results"
+exec > >(tee -a "$OUTDIR/log.txt") 2>&1
+
+BENCH=("$PY" benchmarks/pretrain_step.py --peer "$PEER" --peer_python "$PY"
+       --peer_device cuda --results_dir "$OUTDIR/results" --peak_sizes 4096,8192
+       --peak_inner 10 --timeout 300)
+SMALL=(--config small --steps 40 --warmup 10 --rounds "${ROUNDS:-2}")
+PAPER=(--config paper --steps 20 --warmup 5 --rounds "${ROUNDS:-2}")
+FLAG_SETS=("--xla_gpu_enable_triton_gemm=false" "--xla_gpu_autotune_level=0")
+
+for stage in "$@"; do
+  echo "=== stage $stage ($(date -u +%H:%M:%S))"
+  case $stage in
+    env)
+      nvidia-smi --query-gpu=name,memory.total,driver_version,clocks.max.sm --format=csv
+      "$PY" - <<'EOF'
+import platform, jax, jaxlib, flax, optax, torch
+print("python", platform.python_version(), "| jax", jax.__version__, "jaxlib",
+      jaxlib.__version__, "flax", flax.__version__, "optax", optax.__version__,
+      "| torch", torch.__version__, "cuda", torch.version.cuda)
+print("jax devices", jax.devices(), "| torch", torch.cuda.get_device_name(0))
+EOF
+      ;;
+    equivalence)
+      JAX_DEFAULT_MATMUL_PRECISION=highest "$PY" benchmarks/torch_equivalence.py \
+          --peer "$PEER" --threads 4
+      ;;
+    small)
+      "${BENCH[@]}" "${SMALL[@]}" --float32_matmul highest
+      "${BENCH[@]}" "${SMALL[@]}" --dtype bfloat16
+      ;;
+    paper)
+      "${BENCH[@]}" "${PAPER[@]}" --float32_matmul highest
+      "${BENCH[@]}" "${PAPER[@]}" --dtype bfloat16
+      ;;
+    tf32)
+      "${BENCH[@]}" "${SMALL[@]}" --float32_matmul tf32
+      "${BENCH[@]}" "${PAPER[@]}" --float32_matmul tf32
+      ;;
+    positions)
+      "${BENCH[@]}" --config small --every_position_ratio --rounds 1 --steps 20 \
+          --warmup 5 --float32_matmul highest
+      "${BENCH[@]}" --config paper --every_position_ratio --rounds 1 --steps 10 \
+          --warmup 3 --float32_matmul highest
+      ;;
+    xlaflags)
+      for i in "${!FLAG_SETS[@]}"; do
+        XLA_FLAGS="${FLAG_SETS[$i]}" "$PY" benchmarks/pretrain_step.py --config small \
+            --steps 20 --warmup 5 --rounds 1 --float32_matmul highest --peak_sizes "" \
+            --timeout 200 --results_dir "$OUTDIR/results/xlaflags$i"
+      done
+      XLA_FLAGS=$("$PY" benchmarks/pick_xla_flags.py "$OUTDIR/results" "${FLAG_SETS[@]}")
+      export XLA_FLAGS
+      echo "chosen XLA_FLAGS='$XLA_FLAGS'"
+      ;;
+    profile)
+      "$PY" benchmarks/profile_step.py --config paper --steps 5 --warmup 5 \
+          --float32_matmul highest --depth 3
+      "$PY" benchmarks/profile_step.py --config paper --steps 5 --warmup 5 \
+          --dtype bfloat16 --depth 3
+      ;;
+    small_bf16)
+      "${BENCH[@]}" "${SMALL[@]}" --dtype bfloat16
+      ;;
+    *)
+      echo "unknown stage $stage" >&2
+      exit 2
+      ;;
+  esac
+done
+echo "=== done ($(date -u +%H:%M:%S))"

@@ -1,0 +1,192 @@
+#!/usr/bin/env python3
+"""Where a pretraining step spends its time, from a JAX profiler trace.
+
+Compiles the same training step as ``pretrain_step.py`` (same configs and
+flags: ``--config``, ``--bsz``, ``--bptt``, ``--dtype``,
+``--float32_matmul`` …), runs ``--warmup`` steps, then traces ``--steps``
+steps with ``jax.profiler.trace`` and reads the trace back
+(``jax.profiler.ProfileData``). Every traced event whose name is an HLO
+instruction of the compiled step is attributed to that instruction, to its
+kind (cuBLAS/Triton GEMM, fusion, copy …) and to the JAX op_name of its
+metadata (the Flax module path, cut at ``--depth`` parts). Prints, per step:
+the summed time of those events, the wall time, and the three tables.
+
+On a GPU the events are the kernels on the device's stream lines (named
+after their fusion; library GEMMs, which carry no HLO name, are listed by
+kernel name with their summed time); on the CPU they are the thunks on the
+host threads (summed over threads, so greater than the wall time when they
+run in parallel).
+
+  python benchmarks/profile_step.py --config paper --float32_matmul highest
+"""
+from __future__ import annotations
+
+import collections
+import functools
+import glob
+import os
+import re
+import statistics
+import sys
+import tempfile
+import time
+import warnings
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import pretrain_step as bench  # noqa: E402
+
+_INSTRUCTION = re.compile(r"^\s*(?:ROOT\s+)?%?([\w.\-]+)\s*=\s*(.+?)\s+([\w\-]+)\(")
+
+
+def hlo_instructions(text: str) -> dict[str, dict]:
+  """{instruction name: {'op', 'shape', 'op_name', 'target'}} of HLO text."""
+  info = {}
+  for line in text.splitlines():
+    m = _INSTRUCTION.match(line)
+    if not m:
+      continue
+    name, shape, op = m.groups()
+    meta = re.search(r'op_name="([^"]*)"', line)
+    target = re.search(r'custom_call_target="([^"]*)"', line)
+    kind = re.search(r'kind=(\w+)', line)
+    info[name] = {"op": op, "shape": shape[:60], "op_name": meta.group(1) if meta else "",
+                  "target": target.group(1) if target else (kind.group(1) if kind else "")}
+  return info
+
+
+def kind_of(name: str, rec: dict) -> str:
+  if rec["op"] == "custom-call":
+    return f"custom-call {rec['target']}"
+  if "gemm" in name or "dot" in name or rec["op"] in ("dot", "convolution"):
+    return f"gemm/dot ({rec['op']})"
+  if rec["op"] == "fusion":
+    return f"fusion {rec['target'] or ''}".strip()
+  return rec["op"]
+
+
+def module_path(op_name: str, depth: int) -> str:
+  parts = [p for p in op_name.split("/") if p and not p.startswith("jit(")]
+  return "/".join(parts[:depth]) or "(no op_name)"
+
+
+def hlo_name(event, aliases: dict[str, str]) -> str | None:
+  """The HLO instruction of a trace event: its hlo_op stat or its name (GPU
+  kernels are named after their fusion with '.' and '-' as '_')."""
+  names = [str(v) for k, v in event.stats if k in ("hlo_op", "long_name")]
+  names.append(event.name.lstrip("%").split(" ")[0])
+  for name in names:
+    name = name.lstrip("%").split(" ")[0]
+    if name in aliases:
+      return aliases[name]
+  return None
+
+
+def attribute(xspace_path: str, info: dict, backend: str):
+  """({HLO instruction: [durations, ns]}, {device line: summed ns},
+  {unattributed kernel: ns}) of the trace's events. On a device, the
+  "XLA Ops" line if it names HLO instructions, else the kernels on its
+  stream lines; on the CPU, the host threads."""
+  import jax
+  data = jax.profiler.ProfileData.from_file(xspace_path)
+  aliases = {}
+  for name in info:
+    aliases[name] = name
+    aliases.setdefault(re.sub(r"[.\-]", "_", name), name)
+  by_line = collections.defaultdict(lambda: collections.defaultdict(list))
+  streams, other = collections.Counter(), collections.Counter()
+  for plane in data.planes:
+    on_device = plane.name.startswith("/device:") and backend != "cpu"
+    on_host = plane.name.startswith("/host:CPU") and backend == "cpu"
+    if not (on_device or on_host):
+      continue
+    for line in plane.lines:
+      is_stream = on_device and line.name.startswith("Stream")
+      for event in line.events:
+        if is_stream:
+          streams[line.name] += event.duration_ns
+        name = hlo_name(event, aliases)
+        if name is not None:
+          by_line["ops" if line.name == "XLA Ops" else "other"][name].append(event.duration_ns)
+        elif is_stream:
+          other[event.name[:70]] += event.duration_ns
+  found = by_line["ops"] or by_line["other"]
+  return found, streams, other
+
+
+def main(argv=None) -> None:
+  warnings.filterwarnings("ignore", message="builtin type event_stats")
+  p = bench.build_parser()
+  p.description = __doc__.split("\n")[0]
+  p.add_argument("--depth", type=int, default=4, help="op_name parts per module group")
+  p.add_argument("--top", type=int, default=30, help="rows of the instruction table")
+  p.add_argument("--trace_dir", default=None, help="keep the trace here (default: a temp dir)")
+  args = bench.resolve(p.parse_args(argv))
+  import jax
+  import numpy as np
+  if args.float32_matmul:
+    jax.config.update("jax_default_matmul_precision",
+                      bench.FLOAT32_MATMUL[args.float32_matmul][0])
+  args.steps = args.steps or 3
+  mc = bench.model_config(args)
+  state, compiled, _, compile_s = bench.compiled_step(args, mc)
+  info = hlo_instructions(compiled.as_text())
+  host = np.random.default_rng(args.seed + 1)
+
+  def one(state):
+    tokens = host.integers(0, mc.vocab_size, (args.bsz, args.bptt), dtype=np.int32)
+    state, metrics = compiled(state, {"tokens": jax.device_put(tokens)})
+    float(metrics["loss"])
+    return state
+
+  for _ in range(args.warmup):
+    state = one(state)
+  trace_dir = args.trace_dir or tempfile.mkdtemp(prefix="glomo_trace_")
+  walls = []
+  with jax.profiler.trace(trace_dir):
+    for _ in range(args.steps):
+      t0 = time.perf_counter()
+      state = one(state)
+      walls.append(time.perf_counter() - t0)
+  paths = glob.glob(os.path.join(trace_dir, "**", "*.xplane.pb"), recursive=True)
+  if not paths:
+    raise SystemExit(f"no *.xplane.pb under {trace_dir}")
+  found, streams, other = attribute(max(paths, key=os.path.getmtime), info, jax.default_backend())
+  n = args.steps
+  per = {k: sum(v) / n / 1e6 for k, v in found.items()}  # ms per step
+  total = sum(per.values())
+  dev = jax.devices()[0]
+  print(f"{args.config} {args.dtype} bsz {args.bsz} bptt {args.bptt} on "
+        f"{getattr(dev, 'device_kind', dev)} (jax {jax.__version__}, XLA_FLAGS "
+        f"'{os.environ.get('XLA_FLAGS', '')}', float32 matmul {args.float32_matmul}); "
+        f"compile {compile_s:.1f} s")
+  print(f"traced {n} steps: wall {1e3 * statistics.median(walls):.2f} ms/step (median), "
+        f"attributed events {total:.2f} ms/step in {sum(len(v) for v in found.values()) // n} "
+        f"events/step")
+  for line, ns in streams.most_common():
+    print(f"kernels on {line}: {ns / n / 1e6:.2f} ms/step")
+  if other:
+    print(f"kernels not matched to an HLO instruction (library GEMMs: cuBLAS, CUTLASS): "
+          f"{sum(other.values()) / n / 1e6:.2f} ms/step; the largest: " + "; ".join(
+              f"{k} {ns / n / 1e6:.3f} ms" for k, ns in other.most_common(8)))
+  model = bench.model_flops(mc, args.bsz, args.bptt)["train"]
+  print(f"model FLOPs {model / 1e9:.1f} G/step: {model / statistics.median(walls) / 1e12:.2f} "
+        f"TFLOP/s at the wall time")
+  tables = [("kind", lambda k: kind_of(k, info[k])),
+            (f"op_name (depth {args.depth})",
+             lambda k: module_path(info[k]["op_name"], args.depth))]
+  for title, key in tables:
+    groups = collections.defaultdict(float)
+    for k, ms in per.items():
+      groups[key(k)] += ms
+    print(f"\n-- by {title}")
+    for g, ms in sorted(groups.items(), key=lambda kv: -kv[1])[:40]:
+      print(f"{ms:9.3f} ms {100 * ms / total:5.1f}%  {g}")
+  print("\n-- instructions")
+  for k, ms in sorted(per.items(), key=lambda kv: -kv[1])[:args.top]:
+    rec = info[k]
+    print(f"{ms:9.3f} ms {len(found[k]) // n:3d}x {k[:34]:34s} {rec['shape'][:34]:34s} "
+          f"{rec['op_name'][-80:]}")
+
+
+if __name__ == "__main__":
+  main()
