@@ -83,7 +83,8 @@ def hlo_name(event, aliases: dict[str, str]) -> str | None:
 
 def attribute(xspace_path: str, info: dict, backend: str):
   """({HLO instruction: [durations, ns]}, {device line: summed ns},
-  {unattributed kernel: ns}) of the trace's events. On a device, the
+  {(unattributed kernel, the HLO instruction of the kernel before it on its
+  stream): ns}) of the trace's events. On a device, the
   "XLA Ops" line if it names HLO instructions, else the kernels on its
   stream lines; on the CPU, the host threads."""
   import jax
@@ -101,14 +102,16 @@ def attribute(xspace_path: str, info: dict, backend: str):
       continue
     for line in plane.lines:
       is_stream = on_device and line.name.startswith("Stream")
-      for event in line.events:
+      previous = "(start)"  # the last HLO-named kernel before this one on the stream
+      for event in sorted(line.events, key=lambda e: e.start_ns):
         if is_stream:
           streams[line.name] += event.duration_ns
         name = hlo_name(event, aliases)
         if name is not None:
           by_line["ops" if line.name == "XLA Ops" else "other"][name].append(event.duration_ns)
+          previous = name
         elif is_stream:
-          other[event.name[:70]] += event.duration_ns
+          other[(event.name[:60], previous)] += event.duration_ns
   found = by_line["ops"] or by_line["other"]
   return found, streams, other
 
@@ -165,9 +168,12 @@ def main(argv=None) -> None:
   for line, ns in streams.most_common():
     print(f"kernels on {line}: {ns / n / 1e6:.2f} ms/step")
   if other:
-    print(f"kernels not matched to an HLO instruction (library GEMMs: cuBLAS, CUTLASS): "
-          f"{sum(other.values()) / n / 1e6:.2f} ms/step; the largest: " + "; ".join(
-              f"{k} {ns / n / 1e6:.3f} ms" for k, ns in other.most_common(8)))
+    print(f"\n-- kernels not matched to an HLO instruction (library GEMMs: cuBLAS, CUTLASS): "
+          f"{sum(other.values()) / n / 1e6:.2f} ms/step; the largest, with the fused kernel "
+          f"that ran before each on its stream:")
+    for (kernel, before), ns in other.most_common(args.top):
+      where = info[before]["op_name"][-90:] if before in info else before
+      print(f"{ns / n / 1e6:9.3f} ms  {kernel}\n             after {before}: {where}")
   model = bench.model_flops(mc, args.bsz, args.bptt)["train"]
   print(f"model FLOPs {model / 1e9:.1f} G/step: {model / statistics.median(walls) / 1e12:.2f} "
         f"TFLOP/s at the wall time")
