@@ -65,7 +65,7 @@ def test_sigkill_at_a_random_moment_then_resume_gives_identical_params(tmp_path)
     np.testing.assert_array_equal(np.asarray(x), np.asarray(y),
                                   err_msg=jax.tree_util.keystr(path))
   assert os.listdir(os.path.join(killed, "tensorboard"))
-  # the compiled step went to <workdir>/compile_cache; the resumed run loaded it
+  # the compiled steps went to <workdir>/compile_cache (experiments.pretrain default)
   assert os.listdir(os.path.join(straight, "compile_cache"))
   export_matches_the_trained_model(straight, a)
 
