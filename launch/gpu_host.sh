@@ -16,7 +16,9 @@ cd "$(dirname "$0")/.."
 if [ ! -x .venv/bin/python ]; then
   python3 -m venv .venv
   .venv/bin/pip install -q --upgrade pip
-  .venv/bin/pip install -q -e '.[tf]' 'jax[cuda12]'
+  # jax[cuda12] runs on NVIDIA drivers >= 525; JAX_CUDA=cuda13 for drivers >= 580
+  # (what the H100 of benchmarks/RESULTS.md ran: jax 0.11.2 with the CUDA 13 plugin)
+  .venv/bin/pip install -q -e '.[tf]' "jax[${JAX_CUDA:-cuda12}]"
 fi
 export XLA_PYTHON_CLIENT_MEM_FRACTION=${XLA_PYTHON_CLIENT_MEM_FRACTION:-0.9}
 exec .venv/bin/python -m experiments.pretrain --config="experiments/configs/${CONFIG}.py" \
