@@ -59,7 +59,8 @@ def on_device(peer, device):
 
 
 def main(argv=None) -> None:
-  p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+  # no abbreviations: the peer's own --d must not match --device
+  p = argparse.ArgumentParser(description=__doc__.split("\n")[0], allow_abbrev=False)
   p.add_argument("--peer", required=True, help="path of glomo_torch_reference.py")
   p.add_argument("--device", default="cuda", help="torch device, e.g. cuda or cuda:1")
   p.add_argument("--tf32", type=int, choices=(0, 1), default=0)

@@ -22,7 +22,7 @@ run in parallel).
 from __future__ import annotations
 
 import collections
-import functools
+import contextlib
 import glob
 import os
 import re
@@ -143,17 +143,20 @@ def main(argv=None) -> None:
 
   for _ in range(args.warmup):
     state = one(state)
-  trace_dir = args.trace_dir or tempfile.mkdtemp(prefix="glomo_trace_")
   walls = []
-  with jax.profiler.trace(trace_dir):
-    for _ in range(args.steps):
-      t0 = time.perf_counter()
-      state = one(state)
-      walls.append(time.perf_counter() - t0)
-  paths = glob.glob(os.path.join(trace_dir, "**", "*.xplane.pb"), recursive=True)
-  if not paths:
-    raise SystemExit(f"no *.xplane.pb under {trace_dir}")
-  found, streams, other = attribute(max(paths, key=os.path.getmtime), info, jax.default_backend())
+  with contextlib.ExitStack() as stack:
+    trace_dir = args.trace_dir or stack.enter_context(
+        tempfile.TemporaryDirectory(prefix="glomo_trace_"))
+    with jax.profiler.trace(trace_dir):
+      for _ in range(args.steps):
+        t0 = time.perf_counter()
+        state = one(state)
+        walls.append(time.perf_counter() - t0)
+    paths = glob.glob(os.path.join(trace_dir, "**", "*.xplane.pb"), recursive=True)
+    if not paths:
+      raise SystemExit(f"no *.xplane.pb under {trace_dir}")
+    found, streams, other = attribute(max(paths, key=os.path.getmtime), info,
+                                      jax.default_backend())
   n = args.steps
   per = {k: sum(v) / n / 1e6 for k, v in found.items()}  # ms per step
   total = sum(per.values())

@@ -1,0 +1,116 @@
+"""The GPU benchmark tooling, checked on the CPU (CI has no GPU): the peer's
+command line on a device, device-memory columns, the XLA_FLAGS choice of
+gpu_run.sh, and the trace attribution of profile_step.py."""
+import contextlib
+import importlib.util
+import io
+import json
+import os
+import sys
+
+import pytest
+
+REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+BENCH = os.path.join(REPO, "benchmarks")
+sys.path.insert(0, BENCH)
+
+import pick_xla_flags  # noqa: E402
+import pretrain_step  # noqa: E402
+import profile_step  # noqa: E402
+
+
+def bench_args(*argv):
+  return pretrain_step.resolve(pretrain_step.build_parser().parse_args(list(argv)))
+
+
+def test_peer_on_a_gpu_runs_through_the_device_wrapper_with_the_same_config():
+  args = bench_args("--config", "small", "--peer", "peer.py", "--peer_device", "cuda",
+                    "--float32_matmul", "tf32", "--dtype", "bfloat16")
+  argv = pretrain_step.peer_argv(args)
+  assert argv[1] == pretrain_step.PEER_ON_DEVICE
+  flags = dict(zip(argv[2::2], argv[3::2]))
+  assert flags["--peer"] == os.path.abspath("peer.py")
+  assert flags["--device"] == "cuda" and flags["--tf32"] == "1"
+  assert (flags["--bsz"], flags["--bptt"], flags["--sample_len"], flags["--dtype"]) == (
+      "16", "100", "20", "bfloat16")
+  # float32 everywhere unless tf32 is asked for; on the CPU the peer runs as it is
+  highest = pretrain_step.peer_argv(bench_args("--peer", "p.py", "--peer_device", "cuda"))
+  assert highest[highest.index("--tf32") + 1] == "0"
+  cpu = pretrain_step.peer_argv(bench_args("--peer", "p.py"))
+  assert cpu[1] == os.path.abspath("p.py") and "--device" not in cpu
+
+
+def test_glomo_jax_workers_get_the_float32_matmul_precision():
+  argv = pretrain_step.worker_argv(bench_args("--float32_matmul", "highest"), "step")
+  assert argv[argv.index("--float32_matmul") + 1] == "highest"
+  assert "--float32_matmul" not in pretrain_step.worker_argv(bench_args(), "step")
+
+
+def test_pooled_device_peak_is_the_largest_of_either_programs_record():
+  glomo = {"step_s": [0.01], "median_step_s": 0.01, "peak_rss_mb": 3000.0,
+           "first_step_s": 3.0, "device_memory": {"peak_bytes_in_use": 548.0}}
+  peer = {"step_s": [0.03], "median_step_s": 0.03, "peak_rss_mb": 1400.0,
+          "first_step_s": 0.7, "device_peak_mb": 721.0}
+  assert pretrain_step.pooled([glomo, dict(glomo, device_memory={"peak_bytes_in_use": 1593.0})],
+                              16, 100)["device_peak_mb"] == 1593.0
+  assert pretrain_step.pooled([peer], 16, 100)["device_peak_mb"] == 721.0
+  cpu = dict(glomo, device_memory=None)
+  assert pretrain_step.pooled([cpu], 16, 100)["device_peak_mb"] is None
+
+
+@pytest.mark.parametrize("second_step, chosen", [(0.025, "--a"), (0.0115, "--b")])
+def test_xla_flags_choice_is_the_fastest_compile_within_ten_percent_of_the_best_step(
+    tmp_path, second_step, chosen):
+  for i, (compile_s, step_s) in enumerate([(38.7, 0.011), (26.1, second_step)]):
+    os.makedirs(tmp_path / f"xlaflags{i}")
+    (tmp_path / f"xlaflags{i}" / "pretrain_step.jsonl").write_text(
+        json.dumps({"compile_s": compile_s, "median_step_s": step_s}) + "\n")
+  out = io.StringIO()
+  with contextlib.redirect_stdout(out), contextlib.redirect_stderr(io.StringIO()):
+    pick_xla_flags.main(str(tmp_path), ["--a", "--b", "--missing"])
+  assert out.getvalue().strip() == chosen
+
+
+HLO = """\
+ENTRY %main.1 (p: f32[4,8]) -> f32[4,4] {
+  %fusion.3 = f32[4,4]{1,0} fusion(f32[4,8]{1,0} %p), kind=kLoop, calls=%fused_add, metadata={op_name="jit(train_step)/jvp(GLoMo)/decoder_fw.decode_windows/gru/add"}
+  %custom-call.2 = f32[4,4]{1,0} custom-call(f32[4,4]{1,0} %fusion.3), custom_call_target="__cublas$gemm", metadata={op_name="jit(train_step)/transpose(jvp(GLoMo))/closed_call/dot_general"}
+}
+"""
+
+
+def test_hlo_instructions_give_kind_and_flax_module_path():
+  info = profile_step.hlo_instructions(HLO)
+  assert set(info) == {"fusion.3", "custom-call.2"}
+  assert profile_step.kind_of("fusion.3", info["fusion.3"]) == "fusion kLoop"
+  assert profile_step.kind_of("custom-call.2", info["custom-call.2"]) == (
+      "custom-call __cublas$gemm")
+  assert profile_step.module_path(info["fusion.3"]["op_name"], 3) == (
+      "jvp(GLoMo)/decoder_fw.decode_windows/gru")
+
+
+def test_profile_step_attributes_a_cpu_trace_to_the_steps_instructions(capsys):
+  profile_step.main(["--config", "small", "--bsz", "2", "--bptt", "12", "--steps", "1",
+                     "--warmup", "1", "--top", "5"])
+  out = capsys.readouterr().out
+  attributed = float(out.split("attributed events ")[1].split(" ms")[0])
+  assert attributed > 0
+  kinds = out.split("-- by kind\n")[1].split("\n\n")[0].splitlines()
+  assert kinds and all(" ms " in row for row in kinds)
+  assert "GLoMo" in out.split("-- by op_name")[1]
+
+
+@pytest.mark.skipif(importlib.util.find_spec("torch") is None, reason="needs torch (the peer)")
+def test_peer_on_device_runs_the_peers_step_on_the_named_device():
+  import subprocess
+  peer = os.path.join(REPO, "..", "shared", "peers", "glomo_torch_reference.py")
+  if not os.path.exists(peer):
+    pytest.skip("no ../shared/peers")
+  out = subprocess.run(
+      [sys.executable, os.path.join(BENCH, "peer_on_device.py"), "--peer", peer,
+       "--device", "cpu", "--d", "32", "--ntokens", "50", "--bsz", "2", "--bptt", "12",
+       "--steps", "1", "--warmup", "1"], capture_output=True, text=True, timeout=300)
+  assert out.returncode == 0, out.stderr[-2000:]
+  rec = json.loads(out.stdout.strip().splitlines()[-1])
+  assert rec["device"] == "cpu" and rec["tf32"] is False
+  assert rec["config"]["d"] == 32 and len(rec["step_s"]) == 1
