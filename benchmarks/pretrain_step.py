@@ -414,6 +414,28 @@ def compiled_step(args, mc):
   return state, compiled, init_s, time.perf_counter() - t0
 
 
+def timed_step(args, mc, compiled):
+  """The step as this benchmark times it: state -> (state, loss). Draws a
+  random [bsz, bptt] batch on the host, sends it to the device, runs the
+  compiled step and fetches the loss (which waits for the device)."""
+  import jax
+  import numpy as np
+  host = np.random.default_rng(args.seed + 1)
+
+  def one_step(state):
+    tokens = host.integers(0, mc.vocab_size, (args.bsz, args.bptt), dtype=np.int32)
+    state, metrics = compiled(state, {"tokens": jax.device_put(tokens)})
+    return state, float(metrics["loss"])
+  return one_step
+
+
+def set_float32_matmul(args) -> None:
+  """Applies --float32_matmul (jax_default_matmul_precision) in a worker."""
+  if args.float32_matmul:
+    import jax
+    jax.config.update("jax_default_matmul_precision", FLOAT32_MATMUL[args.float32_matmul][0])
+
+
 def worker_step(args) -> dict:
   """Compiles and times train_step; see the module docstring."""
   import jax
@@ -424,12 +446,7 @@ def worker_step(args) -> dict:
   rss_after_compile = rss_mb()
   n_params = sum(int(np.prod(x.shape)) for x in jax.tree_util.tree_leaves(state.params))
   _host_memory().release_free_memory()  # as the trainer does after set-up
-  host = np.random.default_rng(args.seed + 1)
-
-  def one_step(state):
-    tokens = host.integers(0, mc.vocab_size, (args.bsz, args.bptt), dtype=np.int32)
-    state, metrics = compiled(state, {"tokens": jax.device_put(tokens)})
-    return state, float(metrics["loss"])
+  one_step = timed_step(args, mc, compiled)
 
   times, losses = [], []
   first_s = None
@@ -1171,9 +1188,7 @@ def main(argv=None) -> None:
   if args.worker:
     global MALLOC_TUNED
     MALLOC_TUNED = _host_memory().malloc_tuned()
-    if args.float32_matmul:
-      import jax
-      jax.config.update("jax_default_matmul_precision", FLOAT32_MATMUL[args.float32_matmul][0])
+    set_float32_matmul(args)
     print(json.dumps(WORKERS[args.worker](args)), flush=True)
     return
   if args.peer and not os.path.exists(args.peer):

@@ -125,24 +125,14 @@ def main(argv=None) -> None:
   p.add_argument("--trace_dir", default=None, help="keep the trace here (default: a temp dir)")
   args = bench.resolve(p.parse_args(argv))
   import jax
-  import numpy as np
-  if args.float32_matmul:
-    jax.config.update("jax_default_matmul_precision",
-                      bench.FLOAT32_MATMUL[args.float32_matmul][0])
+  bench.set_float32_matmul(args)
   args.steps = args.steps or 3
   mc = bench.model_config(args)
   state, compiled, _, compile_s = bench.compiled_step(args, mc)
   info = hlo_instructions(compiled.as_text())
-  host = np.random.default_rng(args.seed + 1)
-
-  def one(state):
-    tokens = host.integers(0, mc.vocab_size, (args.bsz, args.bptt), dtype=np.int32)
-    state, metrics = compiled(state, {"tokens": jax.device_put(tokens)})
-    float(metrics["loss"])
-    return state
-
+  step = bench.timed_step(args, mc, compiled)
   for _ in range(args.warmup):
-    state = one(state)
+    state, _ = step(state)
   walls = []
   with contextlib.ExitStack() as stack:
     trace_dir = args.trace_dir or stack.enter_context(
@@ -150,7 +140,7 @@ def main(argv=None) -> None:
     with jax.profiler.trace(trace_dir):
       for _ in range(args.steps):
         t0 = time.perf_counter()
-        state = one(state)
+        state, _ = step(state)
         walls.append(time.perf_counter() - t0)
     paths = glob.glob(os.path.join(trace_dir, "**", "*.xplane.pb"), recursive=True)
     if not paths:
