@@ -17,6 +17,9 @@
 #                under the setting that compiles fastest without a step more
 #                than 10% slower than the best step
 #   small_bf16   the bfloat16 half of stage small
+#   chunks       config paper, float32, with the tied softmax in chunks of 1920
+#                and 3840 rows instead of 512 (CHUNK_SIZES): cuBLAS ran the
+#                512-row gradient GEMM dlogits · E (K = 100000) at 13.5 TFLOP/s
 #   profile      benchmarks/profile_step.py at paper, float32 and bfloat16: where
 #                the GPU time goes, by kernel kind and by Flax module
 #
@@ -96,6 +99,11 @@ EOF
       ;;
     small_bf16)
       "${BENCH[@]}" "${SMALL[@]}" --dtype bfloat16
+      ;;
+    chunks)
+      for rows in ${CHUNK_SIZES:-1920 3840}; do
+        "${BENCH[@]}" "${PAPER[@]}" --float32_matmul highest --loss_chunk_size "$rows"
+      done
       ;;
     *)
       echo "unknown stage $stage" >&2
