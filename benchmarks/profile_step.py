@@ -15,7 +15,9 @@ On a GPU the events are the kernels on the device's stream lines (named
 after their fusion; library GEMMs, which carry no HLO name, are listed by
 kernel name with their summed time); on the CPU they are the thunks on the
 host threads (summed over threads, so greater than the wall time when they
-run in parallel).
+run in parallel). On the CPU it also reports how many of XLA's worker
+threads were busy, and which instructions ran while the others were idle
+(the serial stretches of the step).
 
   python benchmarks/profile_step.py --config paper --float32_matmul highest
 """
@@ -116,6 +118,69 @@ def attribute(xspace_path: str, info: dict, backend: str):
   return found, streams, other
 
 
+PARALLEL_TASK = "(parallel task)"
+
+
+def host_thread_spans(xspace_path: str) -> list[list[tuple[int, int, str]]]:
+  """Per XLA:CPU worker thread ("tf_XLAEigen/…" lines), its busy spans
+  (start ns, end ns, name): the HLO thunks it ran, and the spans between
+  ThreadpoolListener::StartRegion and StopRegion, in which it worked on a
+  task of an op that another thread runs in parallel (YNNPACK's GEMMs).
+  The executor's own events ("…::…", "end: …") and while loops (which wrap
+  their bodies) are left out."""
+  import jax
+  data = jax.profiler.ProfileData.from_file(xspace_path)
+  threads = []
+  for plane in data.planes:
+    if not plane.name.startswith("/host:CPU"):
+      continue
+    for line in plane.lines:
+      if not line.name.startswith("tf_XLAEigen"):
+        continue
+      spans, start = [], None
+      for e in sorted(line.events, key=lambda e: e.start_ns):
+        name = e.name.split(" ")[0]
+        if name == "ThreadpoolListener::StartRegion":
+          start = e.start_ns
+        elif name == "ThreadpoolListener::StopRegion" and start is not None:
+          spans.append((start, e.start_ns, PARALLEL_TASK))
+          start = None
+        elif ("::" not in name and not name.startswith(("end:", "while"))
+              and e.duration_ns > 0):
+          spans.append((e.start_ns, e.start_ns + e.duration_ns, name))
+      if spans:
+        threads.append(spans)
+  return threads
+
+
+def occupancy(threads: list[list[tuple[int, int, str]]]):
+  """(Counter {number of busy threads: ns}, Counter {name: ns it ran while
+  every other thread was idle}) over the span from the first event to the
+  last. Time alone is split evenly among what the busy thread was running
+  (its own thunks before a task it ran for another thread)."""
+  points = []
+  for tid, spans in enumerate(threads):
+    for start, end, name in spans:
+      points += [(start, 1, tid, name), (end, -1, tid, name)]
+  points.sort(key=lambda p: (p[0], p[1]))
+  active = [collections.Counter() for _ in threads]
+  by_count, alone = collections.Counter(), collections.Counter()
+  last = points[0][0] if points else 0
+  for t, delta, tid, name in points:
+    busy = [i for i, a in enumerate(active) if a]
+    if t > last:
+      by_count[len(busy)] += t - last
+    if len(busy) == 1 and t > last:
+      names = [n for n in active[busy[0]] if n != PARALLEL_TASK] or [PARALLEL_TASK]
+      for n in names:
+        alone[n] += (t - last) / len(names)
+    last = t
+    active[tid][name] += delta
+    if active[tid][name] <= 0:
+      del active[tid][name]
+  return by_count, alone
+
+
 def main(argv=None) -> None:
   warnings.filterwarnings("ignore", message="builtin type event_stats")
   p = bench.build_parser()
@@ -145,8 +210,9 @@ def main(argv=None) -> None:
     paths = glob.glob(os.path.join(trace_dir, "**", "*.xplane.pb"), recursive=True)
     if not paths:
       raise SystemExit(f"no *.xplane.pb under {trace_dir}")
-    found, streams, other = attribute(max(paths, key=os.path.getmtime), info,
-                                      jax.default_backend())
+    xspace = max(paths, key=os.path.getmtime)
+    found, streams, other = attribute(xspace, info, jax.default_backend())
+    threads = host_thread_spans(xspace) if jax.default_backend() == "cpu" else []
   n = args.steps
   per = {k: sum(v) / n / 1e6 for k, v in found.items()}  # ms per step
   total = sum(per.values())
@@ -185,6 +251,14 @@ def main(argv=None) -> None:
     rec = info[k]
     print(f"{ms:9.3f} ms {len(found[k]) // n:3d}x {k[:34]:34s} {rec['shape'][:34]:34s} "
           f"{rec['op_name'][-80:]}")
+  if threads:
+    by_count, alone = occupancy(threads)
+    print(f"\n-- XLA:CPU worker threads ({len(threads)}), ms/step with k of them busy: "
+          + ", ".join(f"{k}: {by_count[k] / n / 1e6:.1f}" for k in sorted(by_count)))
+    print("instructions running while every other thread was idle:")
+    for k, ns in alone.most_common(args.top):
+      where = info[k]["op_name"][-80:] if k in info else ""
+      print(f"{ns / n / 1e6:9.3f} ms  {k[:34]:34s} {where}")
 
 
 if __name__ == "__main__":

@@ -98,6 +98,23 @@ def test_profile_step_attributes_a_cpu_trace_to_the_steps_instructions(capsys):
   kinds = out.split("-- by kind\n")[1].split("\n\n")[0].splitlines()
   assert kinds and all(" ms " in row for row in kinds)
   assert "GLoMo" in out.split("-- by op_name")[1]
+  threads = out.split("-- XLA:CPU worker threads (")[1]
+  counts = dict(item.split(": ") for item in
+                threads.split("busy: ")[1].splitlines()[0].split(", "))
+  assert sum(float(ms) for ms in counts.values()) > 0
+
+
+def test_thread_occupancy_counts_busy_threads_and_what_ran_alone():
+  """Two threads, times in ns. Thread 0 runs A [0, 10) and B [10, 14);
+  thread 1 runs C [2, 6) and a parallel task of B's [10, 12)."""
+  task = profile_step.PARALLEL_TASK
+  threads = [[(0, 10, "A"), (10, 14, "B")], [(2, 6, "C"), (10, 12, task)]]
+  by_count, alone = profile_step.occupancy(threads)
+  assert dict(by_count) == {1: 8, 2: 6}                  # [0,2) [6,10) [12,14) alone
+  assert dict(alone) == {"A": 6, "B": 2}
+  # a thread busy only with another op's task counts, named as the task
+  by_count, alone = profile_step.occupancy([[(0, 4, task)], [(6, 8, "D")]])
+  assert dict(by_count) == {1: 6, 0: 2} and dict(alone) == {task: 4, "D": 2}
 
 
 @pytest.mark.skipif(importlib.util.find_spec("torch") is None, reason="needs torch (the peer)")
