@@ -83,14 +83,12 @@ def hlo_name(event, aliases: dict[str, str]) -> str | None:
   return None
 
 
-def attribute(xspace_path: str, info: dict, backend: str):
+def attribute(data, info: dict, backend: str):
   """({HLO instruction: [durations, ns]}, {device line: summed ns},
   {(unattributed kernel, the HLO instruction of the kernel before it on its
-  stream): ns}) of the trace's events. On a device, the
-  "XLA Ops" line if it names HLO instructions, else the kernels on its
-  stream lines; on the CPU, the host threads."""
-  import jax
-  data = jax.profiler.ProfileData.from_file(xspace_path)
+  stream): ns}) of the events of a trace (`jax.profiler.ProfileData`). On a
+  device, the "XLA Ops" line if it names HLO instructions, else the kernels
+  on its stream lines; on the CPU, the host threads."""
   aliases = {}
   for name in info:
     aliases[name] = name
@@ -121,15 +119,13 @@ def attribute(xspace_path: str, info: dict, backend: str):
 PARALLEL_TASK = "(parallel task)"
 
 
-def host_thread_spans(xspace_path: str) -> list[list[tuple[int, int, str]]]:
+def host_thread_spans(data) -> list[list[tuple[int, int, str]]]:
   """Per XLA:CPU worker thread ("tf_XLAEigen/…" lines), its busy spans
   (start ns, end ns, name): the HLO thunks it ran, and the spans between
   ThreadpoolListener::StartRegion and StopRegion, in which it worked on a
   task of an op that another thread runs in parallel (YNNPACK's GEMMs).
   The executor's own events ("…::…", "end: …") and while loops (which wrap
   their bodies) are left out."""
-  import jax
-  data = jax.profiler.ProfileData.from_file(xspace_path)
   threads = []
   for plane in data.planes:
     if not plane.name.startswith("/host:CPU"):
@@ -167,13 +163,13 @@ def occupancy(threads: list[list[tuple[int, int, str]]]):
   by_count, alone = collections.Counter(), collections.Counter()
   last = points[0][0] if points else 0
   for t, delta, tid, name in points:
-    busy = [i for i, a in enumerate(active) if a]
     if t > last:
+      busy = [a for a in active if a]
       by_count[len(busy)] += t - last
-    if len(busy) == 1 and t > last:
-      names = [n for n in active[busy[0]] if n != PARALLEL_TASK] or [PARALLEL_TASK]
-      for n in names:
-        alone[n] += (t - last) / len(names)
+      if len(busy) == 1:
+        names = [n for n in busy[0] if n != PARALLEL_TASK] or [PARALLEL_TASK]
+        for n in names:
+          alone[n] += (t - last) / len(names)
     last = t
     active[tid][name] += delta
     if active[tid][name] <= 0:
@@ -210,9 +206,9 @@ def main(argv=None) -> None:
     paths = glob.glob(os.path.join(trace_dir, "**", "*.xplane.pb"), recursive=True)
     if not paths:
       raise SystemExit(f"no *.xplane.pb under {trace_dir}")
-    xspace = max(paths, key=os.path.getmtime)
-    found, streams, other = attribute(xspace, info, jax.default_backend())
-    threads = host_thread_spans(xspace) if jax.default_backend() == "cpu" else []
+    data = jax.profiler.ProfileData.from_file(max(paths, key=os.path.getmtime))
+    found, streams, other = attribute(data, info, jax.default_backend())
+    threads = host_thread_spans(data) if jax.default_backend() == "cpu" else []
   n = args.steps
   per = {k: sum(v) / n / 1e6 for k, v in found.items()}  # ms per step
   total = sum(per.values())

@@ -50,11 +50,11 @@ def affinity_scores(q: jax.Array, k: jax.Array, dtype, split_batch: bool = False
   [batch, L', K, T, H] keys -> [batch, L', K, R, T] (target j, source i).
 
   split_batch: compute the two halves of the batch as two independent
-  products and concatenate them (the same numbers). XLA:CPU runs one batched
-  dot of such small products (100×128×100) on one thread, whichever library
-  it uses, and two independent ones let its executor use both cores: 3.5 % off the
-  `small` step on 2 cores (paired in one process, 3 runs), no change at
-  `paper` or with every position decoded.
+  products and concatenate them (the same numbers). XLA:CPU runs one
+  batched dot of such small products (100×128×100) on one thread, whichever
+  library it uses, and two independent ones let its executor use both
+  cores: 3.5 % off the `small` step on 2 cores (paired in one process,
+  3 runs), no change at `paper` or with every position decoded.
   """
   eq = "blkjh,blkih->blkji"
   half = q.shape[0] // 2
