@@ -17,7 +17,9 @@ kernel name with their summed time); on the CPU they are the thunks on the
 host threads (summed over threads, so greater than the wall time when they
 run in parallel). On the CPU it also reports how many of XLA's worker
 threads were busy, and which instructions ran while the others were idle
-(the serial stretches of the step).
+(the serial stretches of the step). Run from the command line, it uses the
+benchmark workers' heap settings, `glomo_jax.host_memory.MALLOC_TUNABLES`
+(restarting itself once to set them), unless ``--malloc_tune 0``.
 
   python benchmarks/profile_step.py --config paper --float32_matmul highest
 """
@@ -185,6 +187,10 @@ def main(argv=None) -> None:
   p.add_argument("--top", type=int, default=30, help="rows of the instruction table")
   p.add_argument("--trace_dir", default=None, help="keep the trace here (default: a temp dir)")
   args = bench.resolve(p.parse_args(argv))
+  if args.malloc_tune and argv is None:
+    # From the command line: restart once under the heap settings the benchmark
+    # times the step with (a caller that passes argv keeps its own process).
+    bench._host_memory().reexec_with_tuned_malloc()
   import jax
   bench.set_float32_matmul(args)
   args.steps = args.steps or 3
@@ -215,8 +221,8 @@ def main(argv=None) -> None:
   dev = jax.devices()[0]
   print(f"{args.config} {args.dtype} bsz {args.bsz} bptt {args.bptt} on "
         f"{getattr(dev, 'device_kind', dev)} (jax {jax.__version__}, XLA_FLAGS "
-        f"'{os.environ.get('XLA_FLAGS', '')}', float32 matmul {args.float32_matmul}); "
-        f"compile {compile_s:.1f} s")
+        f"'{os.environ.get('XLA_FLAGS', '')}', float32 matmul {args.float32_matmul}, "
+        f"malloc tuned {bench._host_memory().malloc_tuned()}); compile {compile_s:.1f} s")
   print(f"traced {n} steps: wall {1e3 * statistics.median(walls):.2f} ms/step (median), "
         f"attributed events {total:.2f} ms/step in {sum(len(v) for v in found.values()) // n} "
         f"events/step")
