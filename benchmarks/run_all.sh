@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Every measurement of benchmarks/RESULTS.md, in one go (about 45 minutes on
+# Every measurement of benchmarks/RESULTS.md, in one go (about 50 minutes on
 # 2 cores; run it on a quiet machine). Results: benchmarks/results/ (markdown,
 # PNG, pretrain_step.jsonl). Usage: benchmarks/run_all.sh [PYTHON] [PEER]
 set -euo pipefail
@@ -9,8 +9,9 @@ PEER=${2:-../shared/peers/glomo_torch_reference.py}
 B="$PY benchmarks/pretrain_step.py"
 export JAX_PLATFORMS=${JAX_PLATFORMS:-cpu}
 set -x
-# 1-2. against the peer: `small`, and the paper model at batch 8
-$B --config small --peer "$PEER" --rounds 3 --steps 12 --warmup 3
+# 1-2. against the peer: `small` (6 rounds: 3-round ratios move ±5 % with the
+#      load on a shared machine), and the paper model at batch 8
+$B --config small --peer "$PEER" --rounds 6 --steps 12 --warmup 3
 $B --config paper --bsz 8 --peer "$PEER" --rounds 2 --steps 6 --warmup 4
 # 3. decoding every position (the paper's objective), both programs
 $B --config small --sample_positions 0 --peer "$PEER" --rounds 2 --steps 6 --warmup 3
