@@ -113,6 +113,7 @@ def test_corrupt_newest_checkpoint_is_skipped_with_a_warning(tmp_path, caplog):
   assert step == 1 and extra == {"data": 1}
   np.testing.assert_array_equal(restored["w"], np.arange(4.0))
   assert "step 2" in caplog.text and "previous" in caplog.text
+  assert fresh.steps() == [1] and os.listdir(str(tmp_path) + "-unreadable") == ["2"]
   fresh.close()
   ckpt.close()
 
@@ -177,3 +178,33 @@ def test_the_train_step_compiles_once_across_evaluations_and_saves(tmp_path, cap
     jax.config.update("jax_log_compiles", False)
   assert summary["step"] == 6
   assert caplog.text.count("Compiling jit(train_step)") == 1
+
+
+def test_a_finished_run_reruns_without_compiling_unless_its_newest_checkpoint_fails(
+    tmp_path, caplog):
+  sys.path.insert(0, REPO)
+  from experiments.configs import demo  # noqa: PLC0415
+  cfg = demo.get_config("tiny")
+  cfg.num_steps, cfg.checkpoint_every, cfg.eval_every, cfg.export = 2, 1, 100, False
+  config = TrainConfig.from_dict(cfg.to_dict())
+  train_and_evaluate(config, str(tmp_path))
+  with caplog.at_level(logging.INFO, logger="glomo_jax.train"):
+    summary = train_and_evaluate(config, str(tmp_path))
+  assert summary["step"] == 2 and summary["first_step"] == 2
+  assert "resumed from the checkpoint at step 2" in caplog.text
+  assert "train step compiled" not in caplog.text
+  # the newest checkpoint unreadable: the run falls back to step 1, compiles
+  # the step after the restore and trains step 2 again
+  for root, _, files in os.walk(tmp_path / "checkpoints" / "2" / "state"):
+    for name in files:
+      with open(os.path.join(root, name), "wb") as f:
+        f.write(b"\x00garbage")
+  caplog.clear()
+  with caplog.at_level(logging.INFO, logger="glomo_jax.train"):
+    summary = train_and_evaluate(config, str(tmp_path))
+  assert summary["first_step"] == 1 and summary["step"] == 2
+  assert "resumed from the checkpoint at step 1" in caplog.text
+  assert caplog.text.count("train step compiled") == 1
+  # the unreadable step was moved aside (kept), and step 2 saved anew
+  assert os.listdir(tmp_path / "checkpoints-unreadable") == ["2"]
+  assert sorted(d for d in os.listdir(tmp_path / "checkpoints") if d.isdigit()) == ["1", "2"]

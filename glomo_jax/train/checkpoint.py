@@ -5,16 +5,21 @@ arrays restored onto the current mesh) and 'extra' (JSON: the data iterator's
 state and run metadata). Saves are asynchronous; `wait` before exiting.
 Restoring walks back from the newest step: a checkpoint that fails to load
 (half-written, truncated, corrupt) is skipped with a warning and the one
-before it is used. Half-written saves that orbax never committed are not
-listed at all.
+before it is used, and the unreadable newer steps are moved aside to
+`<directory>-unreadable/<step>` (kept for inspection, out of the way of the
+resumed run's own saves of those steps). Half-written saves that orbax never
+committed are not listed at all.
 """
 from __future__ import annotations
 
 import logging
 import os
+import shutil
 from typing import Any
 
+import jax
 import orbax.checkpoint as ocp
+from jax.experimental import multihost_utils
 
 
 class Checkpointer:
@@ -42,19 +47,42 @@ class Checkpointer:
     """(state, extra, step) of the newest checkpoint that loads, else None.
 
     abstract_state: a pytree of jax.ShapeDtypeStruct with shardings (the
-    restored arrays are placed accordingly).
+    restored arrays are placed accordingly). When an older step is used,
+    the newer ones that failed are moved to `<directory>-unreadable/`; when
+    none loads, nothing is moved.
     """
+    failed = []
     for step in reversed(self.steps()):
       try:
         restored = self.manager.restore(
             step, args=ocp.args.Composite(state=ocp.args.StandardRestore(abstract_state),
                                           extra=ocp.args.JsonRestore()))
-        return restored["state"], dict(restored["extra"]), step
       except Exception as e:  # a corrupt checkpoint: say so, use the previous one
         logging.warning("checkpoint at step %d in %s could not be restored (%s: %s); "
                         "trying the previous one", step, self.directory,
                         type(e).__name__, str(e).splitlines()[0][:300] if str(e) else "")
+        failed.append(step)
+        continue
+      if failed:
+        self._move_aside(failed)
+      return restored["state"], dict(restored["extra"]), step
     return None
+
+  def _move_aside(self, steps: list[int]) -> None:
+    """Moves unreadable step directories out of the manager's directory (the
+    resumed run will save those steps again)."""
+    aside = self.directory + "-unreadable"
+    if jax.process_index() == 0:
+      for step in steps:
+        target = os.path.join(aside, str(step))
+        if os.path.exists(target):
+          target += f".{len(os.listdir(aside))}"
+        os.makedirs(aside, exist_ok=True)
+        shutil.move(os.path.join(self.directory, str(step)), target)
+        logging.warning("moved the unreadable checkpoint at step %d to %s", step, target)
+    if jax.process_count() > 1:
+      multihost_utils.sync_global_devices("glomo_jax checkpoints moved aside")
+    self.manager.reload()
 
   def wait(self):
     self.manager.wait_until_finished()

@@ -176,19 +176,27 @@ def _run(config: TrainConfig, workdir: str, preemption: _Preemption) -> dict[str
   # against 797–837 MiB compiling after init).
   batch_sh = batch_sharding(mesh)
   in_batch_sh = {"tokens": batch_sh, "mask": batch_sh}
-  p_train = jax.jit(functools.partial(train_step, model, tx),
-                    in_shardings=(state_sh, in_batch_sh),
-                    out_shardings=(state_sh, replicated(mesh)), donate_argnums=(0,))
   batch_spec = jax.ShapeDtypeStruct((config.batch_size, config.bptt), jnp.int32,
                                     sharding=batch_sh)
-  t0 = time.perf_counter()
-  p_train = p_train.lower(abstract_sh, {"tokens": batch_spec, "mask": batch_spec}).compile()
-  logger.info("train step compiled in %.1f s", time.perf_counter() - t0)
-  release_free_memory()
 
-  # Restore or init -------------------------------------------------------------
+  def compile_train_step():
+    t0 = time.perf_counter()
+    compiled = jax.jit(
+        functools.partial(train_step, model, tx), in_shardings=(state_sh, in_batch_sh),
+        out_shardings=(state_sh, replicated(mesh)), donate_argnums=(0,),
+    ).lower(abstract_sh, {"tokens": batch_spec, "mask": batch_spec}).compile()
+    logger.info("train step compiled in %.1f s", time.perf_counter() - t0)
+    release_free_memory()
+    return compiled
+
   ckpt = Checkpointer(os.path.join(workdir, "checkpoints"), keep=config.keep_checkpoints,
                       save_every=config.checkpoint_every)
+  # Not when the newest checkpoint already ends the run (a rerun of a finished
+  # run trains nothing); compiled after the restore if that one does not load.
+  p_train = (compile_train_step() if max(ckpt.steps(), default=0) < config.num_steps
+             else None)
+
+  # Restore or init -------------------------------------------------------------
   restored = ckpt.restore_latest(abstract_sh)
   if restored is not None:
     state, extra, step = restored
@@ -245,6 +253,8 @@ def _run(config: TrainConfig, workdir: str, preemption: _Preemption) -> dict[str
 
   # Loop ------------------------------------------------------------------------
   first = int(state.step)
+  if p_train is None and first < config.num_steps:
+    p_train = compile_train_step()
   tokens_per_step = config.batch_size * config.bptt
   progress = Progress(first, config.num_steps, tokens_per_step)
   summary: dict[str, Any] = {"first_step": first}
