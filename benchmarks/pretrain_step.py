@@ -1191,6 +1191,7 @@ def main(argv=None) -> None:
   if args.worker:
     global MALLOC_TUNED
     MALLOC_TUNED = _host_memory().malloc_tuned()
+    _host_memory().use_synchronous_cpu_dispatch()  # as the entry points (when tuned)
     set_float32_matmul(args)
     print(json.dumps(WORKERS[args.worker](args)), flush=True)
     return

@@ -192,6 +192,7 @@ def main(argv=None) -> None:
     # times the step with (a caller that passes argv keeps its own process).
     bench._host_memory().reexec_with_tuned_malloc()
   import jax
+  bench._host_memory().use_synchronous_cpu_dispatch()  # when tuned, as the benchmark
   bench.set_float32_matmul(args)
   args.steps = args.steps or 3
   mc = bench.model_config(args)

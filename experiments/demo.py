@@ -25,7 +25,7 @@ from absl import app, flags
 from ml_collections import config_flags
 
 from experiments.console import quiet_libraries
-from glomo_jax.host_memory import reexec_with_tuned_malloc
+from glomo_jax.host_memory import reexec_with_tuned_malloc, use_synchronous_cpu_dispatch
 
 _CONFIG = config_flags.DEFINE_config_file(
     "config", os.path.join(os.path.dirname(__file__), "configs", "demo.py"),
@@ -100,6 +100,7 @@ def main(argv):
   del argv
   reexec_with_tuned_malloc()  # glibc settings for CPU steps (GLOMO_JAX_MALLOC_TUNE=0: off)
   quiet_libraries()
+  use_synchronous_cpu_dispatch()  # with the tuned heap: each step's buffer reused
   from glomo_jax.train import TrainConfig, train_and_evaluate  # noqa: PLC0415
   from experiments.plot_graphs import plot_sentence  # noqa: PLC0415
   workdir = _WORKDIR.value

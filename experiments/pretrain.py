@@ -15,7 +15,7 @@ from absl import app, flags, logging
 from ml_collections import config_flags
 
 from experiments.console import quiet_libraries
-from glomo_jax.host_memory import reexec_with_tuned_malloc
+from glomo_jax.host_memory import reexec_with_tuned_malloc, use_synchronous_cpu_dispatch
 
 _CONFIG = config_flags.DEFINE_config_file("config", None, "Training config file.",
                                           lock_config=True)
@@ -49,6 +49,7 @@ def main(argv):
   reexec_with_tuned_malloc()  # glibc settings for CPU steps (GLOMO_JAX_MALLOC_TUNE=0: off)
   quiet_libraries()
   import jax  # noqa: PLC0415 (after flags: platform settings come from the environment)
+  use_synchronous_cpu_dispatch()  # with the tuned heap: each step's buffer reused
   cache = compilation_cache_dir(_COMPILATION_CACHE.value, _WORKDIR.value)
   if cache:
     jax.config.update("jax_compilation_cache_dir", cache)

@@ -63,9 +63,21 @@ def test_malloc_tuning_environment():
   env = host_memory.tuned_environment({"GLIBC_TUNABLES": "glibc.foo=1"})
   assert env["GLIBC_TUNABLES"] == "glibc.foo=1:" + host_memory.MALLOC_TUNABLES
   assert host_memory.tuned_environment(env) == env
-  code = ("from glomo_jax.host_memory import *; reexec_with_tuned_malloc(); "
-          "print(malloc_tuned(), release_free_memory())")
-  for setting, expected in (("1", "True True"), (None, "True True"), ("0", "False True")):
+  # Tuned: glibc took the settings (a 100 MiB block comes from the heap, not
+  # from a fresh mmap) and JAX's CPU dispatch is synchronous.
+  code = ("import ctypes, jax\n"
+          "from glomo_jax.host_memory import *\n"
+          "reexec_with_tuned_malloc()\n"
+          "sync = use_synchronous_cpu_dispatch()\n"
+          "libc = ctypes.CDLL('libc.so.6'); libc.malloc.restype = ctypes.c_void_p\n"
+          "p = libc.malloc(100 << 20)\n"
+          "spans = [[int(x, 16) for x in l.split()[0].split('-')]\n"
+          "         for l in open('/proc/self/maps') if '[heap]' in l]\n"
+          "in_heap = any(a <= p < b for a, b in spans)\n"
+          "print(malloc_tuned(), sync, not jax.config.read('jax_cpu_enable_async_dispatch'), in_heap,\n"
+          "      release_free_memory())")
+  tuned, untuned = "True True True True True", "False False False False True"
+  for setting, expected in (("1", tuned), (None, tuned), ("0", untuned)):
     env = {**os.environ, "PYTHONPATH": REPO, "GLIBC_TUNABLES": ""}
     env.pop("GLOMO_JAX_MALLOC_TUNE", None)
     if setting is not None:
