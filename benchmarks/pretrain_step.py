@@ -384,11 +384,14 @@ def parse_json_line(text: str) -> dict | None:
 
 
 # ---- workers (each prints one JSON line) -----------------------------------------
-def compiled_step(args, mc):
+def compiled_step(args, mc, phases: dict | None = None):
   """(train state, compiled train_step, init seconds, lower+compile seconds)
   for ModelConfig `mc` at the batch shape of `args`. In the trainer's order:
   the step is compiled from the state's shapes first, the heap's free pages
-  go back to the system, and only then is the state built."""
+  go back to the system, and only then is the state built. `phases`, if
+  given, gets the resident set (MiB) before compiling, after compiling,
+  after the release and with the state built."""
+  phases = {} if phases is None else phases
   import functools
 
   import jax
@@ -398,7 +401,7 @@ def compiled_step(args, mc):
   from glomo_jax.train.config import TrainConfig
   from glomo_jax.train.optimizer import make_optimizer
   from glomo_jax.train.step import train_step
-  from glomo_jax.train.trainer import create_state
+  from glomo_jax.train.trainer import create_state, init_state
 
   model = GLoMo(mc)
   tx = make_optimizer("sgd", LR, MOMENTUM, CLIP)
@@ -406,14 +409,19 @@ def compiled_step(args, mc):
                    momentum=MOMENTUM, clip_norm=CLIP, seed=args.seed)
   init = functools.partial(create_state, model, tx, tc)
   spec = {"tokens": jax.ShapeDtypeStruct((args.bsz, args.bptt), jnp.int32)}
+  shapes = jax.eval_shape(init, jax.random.PRNGKey(args.seed))
+  phases["before_compile"] = round(current_rss_mb(), 1)
   t0 = time.perf_counter()
   compiled = jax.jit(functools.partial(train_step, model, tx), donate_argnums=(0,)).lower(
-      jax.eval_shape(init, jax.random.PRNGKey(args.seed)), spec).compile()
+      shapes, spec).compile()
   compile_s = time.perf_counter() - t0
+  phases["after_compile"] = round(current_rss_mb(), 1)
   _host_memory().release_free_memory()
+  phases["after_release"] = round(current_rss_mb(), 1)
   t0 = time.perf_counter()
-  state = jax.jit(init)(jax.random.PRNGKey(args.seed))
+  state = init_state(init, jax.random.PRNGKey(args.seed))
   jax.block_until_ready(state)
+  phases["with_state"] = round(current_rss_mb(), 1)
   return state, compiled, time.perf_counter() - t0, compile_s
 
 
@@ -445,7 +453,8 @@ def worker_step(args) -> dict:
   import numpy as np
 
   mc = model_config(args)
-  state, compiled, init_s, compile_s = compiled_step(args, mc)
+  phases = {}
+  state, compiled, init_s, compile_s = compiled_step(args, mc, phases)
   rss_after_compile = rss_mb()
   n_params = sum(int(np.prod(x.shape)) for x in jax.tree_util.tree_leaves(state.params))
   _host_memory().release_free_memory()  # as the trainer does after set-up
@@ -497,6 +506,7 @@ def worker_step(args) -> dict:
       "warmup": args.warmup,
       "peak_rss_mb": round(rss_mb(), 1),
       "rss_after_compile_mb": round(rss_after_compile, 1),
+      "rss_phases_mb": phases,
       "rss_end_mb": round(current_rss_mb(), 1),
       "minflt_per_step": round((ru1.ru_minflt - ru0.ru_minflt) / steps, 1),
       "user_s_per_step": round((ru1.ru_utime - ru0.ru_utime) / steps, 4),
@@ -567,7 +577,7 @@ def worker_loss_curve(args) -> dict:
   from glomo_jax.train.config import TrainConfig
   from glomo_jax.train.optimizer import make_optimizer
   from glomo_jax.train.step import train_step
-  from glomo_jax.train.trainer import create_state
+  from glomo_jax.train.trainer import create_state, init_state
 
   k = args.loss_curve
   host = np.random.default_rng(args.seed + 1)
@@ -582,8 +592,8 @@ def worker_loss_curve(args) -> dict:
     model = GLoMo(mc)
     tx = make_optimizer("sgd", LR, MOMENTUM, CLIP)
     tc = TrainConfig(model=mc, batch_size=args.bsz, bptt=args.bptt, seed=args.seed)
-    state = jax.jit(functools.partial(create_state, model, tx, tc))(
-        jax.random.PRNGKey(args.seed))
+    state = init_state(functools.partial(create_state, model, tx, tc),
+                       jax.random.PRNGKey(args.seed))
     step = jax.jit(functools.partial(train_step, model, tx), donate_argnums=(0,))
     losses, norms, times = [], [], []
     for tokens in batches:
@@ -867,6 +877,8 @@ def step_summary(rec: dict, peak: dict | None) -> list[str]:
       f"(after {rec['warmup']} warm-up): {rec['tokens_per_s']:.1f} tokens/s",
       f"peak RSS {rec['peak_rss_mb']:.0f} MiB (after compile {rec['rss_after_compile_mb']:.0f}, "
       f"at the end {rec['rss_end_mb']:.0f}); XLA buffers {rec['xla_memory']}",
+      "resident set by phase (MiB): " + ", ".join(
+          f"{k.replace('_', ' ')} {v:.0f}" for k, v in rec.get("rss_phases_mb", {}).items()),
       f"per step: {rec['minflt_per_step']:.0f} minor page faults, user "
       f"{rec['user_s_per_step']:.3f} s, sys {rec['sys_s_per_step']:.3f} s "
       f"(CPU utilisation {rec['cpu_util']:.2f} cores)",

@@ -10,7 +10,8 @@ from glomo_jax import GLoMo, ModelConfig
 from glomo_jax.train import (TrainConfig, TrainState, batch_sharding, make_mesh,
                              make_optimizer, state_shardings, train_step)
 from glomo_jax.train.sharding import fsdp_spec, replicated
-from glomo_jax.train.trainer import create_state
+from glomo_jax.train import trainer
+from glomo_jax.train.trainer import create_state, init_state
 
 
 def run_steps(mesh, model, tx, config, batches):
@@ -64,3 +65,29 @@ def test_fsdp_rule_and_mesh_errors():
     make_mesh(fsdp=3, devices=jax.devices()[:8])
   with pytest.raises(ValueError, match="must equal"):
     make_mesh(data=3, fsdp=2, devices=jax.devices()[:8])
+
+
+def test_state_init_compiled_for_memory_gives_the_default_compile_bit_for_bit(monkeypatch):
+  """init_state compiles the initialisation with XLA's older CPU emitters at
+  -O1 (less compile memory); the parameters and optimiser state must be the
+  ones XLA's default compile gives, on one device and sharded over eight."""
+  assert jax.default_backend() == "cpu"
+  model_config = ModelConfig.tiny(dim=32, head_dim=8, vocab_size=256, sample_positions=4)
+  config = TrainConfig(model=model_config, batch_size=8, bptt=12, shift=6)
+  init = functools.partial(create_state, GLoMo(model_config), make_optimizer("sgd", 1.0, 0.2, 0.25),
+                           config)
+  rng = jax.random.PRNGKey(3)
+  for mesh in (make_mesh(devices=jax.devices()[:1]),
+               make_mesh(data=4, fsdp=2, devices=jax.devices()[:8])):
+    state_sh = state_shardings(mesh, jax.eval_shape(init, rng))
+    got = init_state(init, rng, state_sh)
+    want = jax.jit(init, out_shardings=state_sh)(rng)
+    leaves = jax.tree_util.tree_leaves_with_path(want)
+    assert len(leaves) > 20
+    for (path, a), b in zip(leaves, jax.tree_util.tree_leaves(got)):
+      np.testing.assert_array_equal(np.asarray(a), np.asarray(b), err_msg=jax.tree_util.keystr(path))
+      assert b.sharding == a.sharding, jax.tree_util.keystr(path)
+  # The options really reach XLA: an unknown one is refused.
+  monkeypatch.setattr(trainer, "INIT_CPU_COMPILER_OPTIONS", {"xla_no_such_option": True})
+  with pytest.raises(Exception, match="xla_no_such_option"):
+    init_state(init, rng)
