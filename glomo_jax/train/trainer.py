@@ -85,9 +85,9 @@ def create_state(model: GLoMo, tx, config: TrainConfig, rng: jax.Array) -> Train
 # compiles in the same time (5.1 s against 5.0) with 112 MiB less working set
 # (the default emitters keep one MLIR context per fusion still being compiled,
 # and the initialisers' random draws are ~920 fusions), and it gives the same
-# parameters bit for bit (tests/test_trainer.py). Training and evaluation steps,
-# which run many times, keep XLA's defaults (the older emitters make the
-# `small` step 1-7 % slower).
+# parameters bit for bit (tests/test_train_sharding.py). Training and
+# evaluation steps, which run many times, keep XLA's defaults (the older
+# emitters make the `small` step 1-7 % slower).
 INIT_CPU_COMPILER_OPTIONS = {"xla_cpu_use_fusion_emitters": False,
                              "xla_backend_optimization_level": 1}
 
