@@ -21,11 +21,10 @@ from __future__ import annotations
 import json
 import os
 
-from absl import app, flags
+from absl import flags
 from ml_collections import config_flags
 
-from experiments.console import quiet_libraries
-from glomo_jax.host_memory import reexec_with_tuned_malloc, use_synchronous_cpu_dispatch
+from experiments import cli
 
 _CONFIG = config_flags.DEFINE_config_file(
     "config", os.path.join(os.path.dirname(__file__), "configs", "demo.py"),
@@ -37,10 +36,9 @@ _TRANSFER_PRESET = flags.DEFINE_string(
     "transfer_preset", "", "Preset of experiments/configs/agreement.py ('' or 'tiny').")
 
 
-def held_out_sentences(config, words: int = 30) -> str:
+def held_out_sentences(synthetic, words: int = 30) -> str:
   """The start of the last synthetic document (in the held-out split)."""
-  from glomo_jax.data import SyntheticConfig, generate_document  # noqa: PLC0415
-  synthetic = SyntheticConfig(**config.corpus.get("synthetic", {}))
+  from glomo_jax.data import generate_document  # noqa: PLC0415
   return " ".join(generate_document(synthetic, synthetic.num_documents - 1).words[:words])
 
 
@@ -62,22 +60,22 @@ def arc_table(record: dict) -> str:
   return "\n".join(lines)
 
 
-def transfer_runs(export: str, corpus, workdir: str, variants, preset: str = ""
+def transfer_runs(export: str, synthetic, workdir: str, variants, preset: str = ""
                   ) -> list[dict]:
   """The agreement task (experiments/configs/agreement.py) on sentences after
-  the pretraining corpus, once per variant; returns the results dicts."""
-  from experiments import transfer  # noqa: PLC0415
+  the pretraining corpus `synthetic`, once per variant; returns the results."""
   from experiments.configs import agreement  # noqa: PLC0415
-  synthetic = corpus.get("synthetic", {})
+  from glomo_jax.tasks import TransferConfig, run_transfer  # noqa: PLC0415
   out = []
   for variant in variants:
     config = agreement.get_config(preset)
-    config.synthetic.num_documents = synthetic.get("num_documents", 2000)
-    config.synthetic.seed = synthetic.get("seed", 0)
+    config.synthetic.num_documents = synthetic.num_documents
+    config.synthetic.seed = synthetic.seed
     config.variant = variant
-    if transfer.VARIANTS[variant] in ("embeddings", "rnn"):
-      config.predictor_export = export
-    out.append(transfer.run(config, os.path.join(workdir, "agreement", variant)))
+    config = TransferConfig.from_dict(config.to_dict())
+    if config.reads_graphs:
+      config = config.replace(predictor_export=export)
+    out.append(run_transfer(config, os.path.join(workdir, "agreement", variant)))
   return out
 
 
@@ -98,28 +96,31 @@ def transfer_table(results: list[dict]) -> str:
 
 def main(argv):
   del argv
-  reexec_with_tuned_malloc()  # glibc settings for CPU steps (GLOMO_JAX_MALLOC_TUNE=0: off)
-  quiet_libraries()
-  use_synchronous_cpu_dispatch()  # with the tuned heap: each step's buffer reused
-  from glomo_jax.train import TrainConfig, train_and_evaluate  # noqa: PLC0415
-  from experiments.plot_graphs import plot_sentence  # noqa: PLC0415
+  from glomo_jax import tuning  # noqa: PLC0415
+  tuning.start_process()  # GLOMO_JAX_CPU_TUNING=1 only; may restart the program
+  from glomo_jax.pretraining import PretrainConfig, train_and_evaluate  # noqa: PLC0415
+  from glomo_jax.visualize import plot_sentence  # noqa: PLC0415
   workdir = _WORKDIR.value
-  summary = train_and_evaluate(TrainConfig.from_dict(_CONFIG.value.to_dict()), workdir)
-  if "export" not in summary:
+  config = PretrainConfig.from_dict(_CONFIG.value.to_dict())
+  if config.corpus.source != "synthetic":
+    raise ValueError("the demo reads the built-in synthetic corpus (its arcs are known): "
+                     "use experiments.pretrain for other corpora")
+  summary = train_and_evaluate(config, workdir)
+  if summary["preempted"]:
     print("the run stopped before the end; rerun the same command to resume")
     return
-  png = plot_sentence(summary["export"], held_out_sentences(_CONFIG.value),
+  png = plot_sentence(summary["export"], held_out_sentences(config.corpus.synthetic),
                       os.path.join(workdir, "graphs.png"))
-  ev = summary.get("eval", {})
-  print(json.dumps({"step": summary["step"], "train_loss": summary.get("train_loss"),
-                    "eval_loss": ev.get("loss"), "export": summary["export"],
+  heldout = summary["eval"].get("heldout", {})
+  print(json.dumps({"step": summary["step"], "train_loss": summary["train"].get("loss"),
+                    "eval_loss": heldout.get("loss"), "export": summary["export"],
                     "heatmap": png, "minutes": round(summary["elapsed_s"] / 60, 1)}, indent=1))
   print(arc_table(summary["arcs"]))
   if _TRANSFER.value:
-    results = transfer_runs(summary["export"], _CONFIG.value.corpus.to_dict(),
-                            workdir, _TRANSFER.value, _TRANSFER_PRESET.value)
+    results = transfer_runs(summary["export"], config.corpus.synthetic, workdir,
+                            _TRANSFER.value, _TRANSFER_PRESET.value)
     print(transfer_table(results))
 
 
 if __name__ == "__main__":
-  app.run(main)
+  cli.run(main)

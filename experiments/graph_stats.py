@@ -12,7 +12,9 @@ neighbours, mean distance in words against the uniform graph's).
 """
 from __future__ import annotations
 
-from absl import app, flags
+from absl import flags
+
+from experiments import cli
 
 _EXPORT = flags.DEFINE_string("export", None, "Export directory of a graph predictor.")
 _DATA = flags.DEFINE_string("data", None, "JSON-lines file with the texts.")
@@ -71,4 +73,4 @@ def main(argv):
 
 
 if __name__ == "__main__":
-  app.run(main)
+  cli.run(main)

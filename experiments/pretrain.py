@@ -4,18 +4,19 @@ r"""Pretrain GLoMo: corpus → graph predictor, checkpoints, export.
       --workdir=/tmp/glomo_demo [--config.num_steps=100 ...]
 
 Rerunning the same command with the same workdir resumes from the newest
-checkpoint. SIGTERM saves a checkpoint and stops (preemption).
+checkpoint. SIGTERM saves a checkpoint and stops (preemption; on several
+hosts every process saves the same step). GLOMO_JAX_CPU_TUNING=1 switches
+on the CPU-host tuning of `glomo_jax.tuning`.
 """
 from __future__ import annotations
 
 import json
 import os
 
-from absl import app, flags, logging
+from absl import flags, logging
 from ml_collections import config_flags
 
-from experiments.console import quiet_libraries
-from glomo_jax.host_memory import reexec_with_tuned_malloc, use_synchronous_cpu_dispatch
+from experiments import cli
 
 _CONFIG = config_flags.DEFINE_config_file("config", None, "Training config file.",
                                           lock_config=True)
@@ -46,22 +47,21 @@ def compilation_cache_dir(flag: str | None, workdir: str) -> str:
 
 def main(argv):
   del argv
-  reexec_with_tuned_malloc()  # glibc settings for CPU steps (GLOMO_JAX_MALLOC_TUNE=0: off)
-  quiet_libraries()
+  from glomo_jax import tuning  # noqa: PLC0415
+  tuning.start_process()  # GLOMO_JAX_CPU_TUNING=1 only; may restart the program
   import jax  # noqa: PLC0415 (after flags: platform settings come from the environment)
-  use_synchronous_cpu_dispatch()  # with the tuned heap: each step's buffer reused
-  cache = compilation_cache_dir(_COMPILATION_CACHE.value, _WORKDIR.value)
-  if cache:
-    jax.config.update("jax_compilation_cache_dir", cache)
   if _DISTRIBUTED.value:
     jax.distributed.initialize(_COORDINATOR.value, _NUM_PROCESSES.value, _PROCESS_ID.value)
-  from glomo_jax.train import TrainConfig, train_and_evaluate  # noqa: PLC0415
-  config = TrainConfig.from_dict(_CONFIG.value.to_dict())
-  summary = train_and_evaluate(config, _WORKDIR.value)
-  logging.info("summary: %s", json.dumps(summary, default=str))
-  print(json.dumps({k: summary[k] for k in ("step", "train_loss", "eval", "export")
-                    if k in summary}, default=str, indent=1))
+  from glomo_jax.pretraining import PretrainConfig, train_and_evaluate  # noqa: PLC0415
+  config = PretrainConfig.from_dict(_CONFIG.value.to_dict())
+  cache = compilation_cache_dir(_COMPILATION_CACHE.value, _WORKDIR.value)
+  summary = train_and_evaluate(config, _WORKDIR.value, compilation_cache_dir=cache or None)
+  logging.info("summary: %s", json.dumps({k: v for k, v in summary.items() if k != "history"},
+                                          default=str))
+  print(json.dumps({"step": summary["step"], "train_loss": summary["train"].get("loss"),
+                    "eval": summary["eval"].get("heldout"), "export": summary.get("export"),
+                    "preempted": summary["preempted"]}, default=str, indent=1))
 
 
 if __name__ == "__main__":
-  app.run(main)
+  cli.run(main)

@@ -28,7 +28,9 @@ import subprocess
 import sys
 import time
 
-from absl import app, flags
+from absl import flags
+
+from experiments import cli
 
 _CONFIG = flags.DEFINE_string("config", None, "Transfer config file (with :preset if any).")
 _ROOT = flags.DEFINE_string("root", None, "Directory of the runs (ROOT/VARIANT_sSEED).")
@@ -158,4 +160,4 @@ def main(argv):
 
 
 if __name__ == "__main__":
-  app.run(main)
+  cli.run(main)

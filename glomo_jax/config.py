@@ -8,13 +8,52 @@
   --sparse_mode 4 --no_gru 0 --use_value 1``): d 512, 8 heads of 256, 3 graph
   layers, 4+4 conv layers, kernel 3, D 3, 2 decoder layers, 20 sampled positions.
 * `ModelConfig.tiny()`: a few thousand parameters, for tests and CPU smoke runs.
+
+`from_dict(cls, values)` builds any config dataclass of the library (nested
+ones included) from plain dicts, as experiments do from a ConfigDict.
 """
 from __future__ import annotations
 
 import dataclasses
-from typing import Any
+import types
+import typing
+from typing import Any, Mapping
 
 import jax.numpy as jnp
+
+
+def _dataclass_type(hint) -> type | None:
+  """The dataclass in a field's type hint (`X` or `X | None`), else None."""
+  if dataclasses.is_dataclass(hint):
+    return hint
+  if typing.get_origin(hint) in (typing.Union, types.UnionType):
+    found = [a for a in typing.get_args(hint) if dataclasses.is_dataclass(a)]
+    return found[0] if len(found) == 1 else None
+  return None
+
+
+def from_dict(cls, values: Mapping[str, Any], where: str | None = None):
+  """An instance of dataclass `cls` from a (nested) mapping of its fields.
+
+  Fields whose type is a dataclass are built from mappings too. Unknown keys
+  are a ValueError naming them and the known ones (`where` names the section
+  in the message, default the class name); missing keys take their defaults.
+  """
+  where = where or cls.__name__
+  if not isinstance(values, Mapping):
+    raise ValueError(f"{where} must be a mapping of its fields, got {type(values).__name__}")
+  fields = {f.name: f for f in dataclasses.fields(cls)}
+  unknown = sorted(set(values) - set(fields))
+  if unknown:
+    raise ValueError(f"unknown {where} fields {unknown}; known: {sorted(fields)}")
+  hints = typing.get_type_hints(cls)
+  kwargs = {}
+  for name, value in values.items():
+    inner = _dataclass_type(hints.get(name))
+    if inner is not None and isinstance(value, Mapping):
+      value = from_dict(inner, value, f"{where}.{name}")
+    kwargs[name] = value
+  return cls(**kwargs)
 
 _CHOICES = {
     "norm": ("batch", "layer"),
@@ -149,12 +188,8 @@ class ModelConfig:
     return dataclasses.asdict(self)
 
   @classmethod
-  def from_dict(cls, values: dict) -> "ModelConfig":
-    known = {f.name for f in dataclasses.fields(cls)}
-    unknown = sorted(set(values) - known)
-    if unknown:
-      raise ValueError(f"unknown ModelConfig fields {unknown}; known: {sorted(known)}")
-    return cls(**values)
+  def from_dict(cls, values: Mapping[str, Any]) -> "ModelConfig":
+    return from_dict(cls, values)
 
   @classmethod
   def paper(cls, **changes) -> "ModelConfig":

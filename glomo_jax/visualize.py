@@ -181,3 +181,13 @@ def plot_layer_means(graphs, pieces: Sequence[str], path: str,
   return _grid([[means[l] for l in range(total_layers)]], ["mean of heads"],
                [layer_name(l, total_layers) for l in range(total_layers)], pieces,
                path, title, dpi, cmap)
+
+
+def plot_sentence(export_dir: str, text: str, path: str, mean_over_heads: bool = False) -> str:
+  """Draws the graphs an exported predictor gives `text` (every layer and
+  head, or one cell per layer) to the PNG `path`; returns the path."""
+  from glomo_jax.export import load_graph_predictor  # noqa: PLC0415 (export imports models)
+  predictor = load_graph_predictor(export_dir)
+  graphs, _, _, pieces = predictor.graphs_from_text([text])
+  draw = plot_layer_means if mean_over_heads else plot_graphs
+  return draw(graphs[0], pieces[0], path, title=text)

@@ -55,3 +55,47 @@ def write_jsonl(path, records):
     for r in records:
       f.write(json.dumps(r) + "\n")
   return str(path)
+
+
+REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+FILLER = "the a movie film plot actor scene story one it was is and of".split()
+NLI = [("a man sleeps on the sofa", "a person rests", "entailment"),
+       ("the dog runs in the park", "an animal is outside", "entailment"),
+       ("two kids play football", "children sleep at home", "contradiction"),
+       ("a woman sings a song", "the woman is a famous singer", "neutral"),
+       ("the cat sat on the mat", "a cat is sitting", "entailment"),
+       ("people dance at night", "nobody is dancing", "contradiction"),
+       ("a boy reads a book", "the boy likes reading novels", "neutral"),
+       ("the car is red", "the car is blue", "contradiction")]
+
+
+def reviews(n, seed):
+  """Reviews whose label is told by one word ('great' / 'awful') among filler."""
+  rng = np.random.default_rng(seed)
+  out = []
+  for i in range(n):
+    label = int(i % 2)
+    words = list(rng.choice(FILLER, rng.integers(3, 9)))
+    words.insert(int(rng.integers(0, len(words) + 1)), "great" if label else "awful")
+    out.append({"text": " ".join(words) + ("<br />" if i % 3 == 0 else ""),
+                "label": label, "id": f"r{i}"})
+  return out
+
+
+def nli_records(repeat=1):
+  return [{"premise": p, "hypothesis": h, "label": y} for p, h, y in NLI] * repeat
+
+
+@pytest.fixture(scope="session")
+def tiny_export(tmp_path_factory):
+  """Path of an exported GLoMo(tiny) graph predictor (L = 2, K = 4) with
+  random weights that give every layer's graphs weight, and a 40-piece
+  tokenizer trained on the NLI sentences."""
+  from glomo_jax.data.tokenizer import train_tokenizer  # noqa: PLC0415
+  from glomo_jax.export import export_graph_predictor  # noqa: PLC0415
+  root = tmp_path_factory.mktemp("tiny_export")
+  config = ModelConfig.tiny()
+  sentences = [p for p, _, _ in NLI] + [h for _, h, _ in NLI]
+  tokenizer = train_tokenizer(sentences, 40, str(root / "tok") + "/")
+  return export_graph_predictor(str(root / "export"), config,
+                                random_variables(config, graphs_only=True), tokenizer)

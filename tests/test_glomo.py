@@ -323,7 +323,7 @@ def test_dropout_draws_masks_in_training_only():
   assert float(a) == float(b) and np.isfinite(float(a))
 
 
-def test_affinity_scores_split_batch_is_the_same_product(monkeypatch):
+def test_affinity_scores_split_batch_is_the_same_product():
   """s_ji = q_j · k_i against NumPy; the half-batch split used on one CPU
   device gives the same scores, the same gradients and the same loss."""
   from glomo_jax.models import graph_predictor
@@ -343,9 +343,7 @@ def test_affinity_scores_split_batch_is_the_same_product(monkeypatch):
     np.testing.assert_allclose(a, b, rtol=1e-6, atol=1e-6)
 
   config = ModelConfig.tiny(sample_positions=0)
-  model, variables, tokens = init_model(config, batch=3)
-  losses = []
-  for split in (False, True):
-    monkeypatch.setattr(graph_predictor, "_split_scores_by_batch", lambda s=split: s)
-    losses.append(float(model.apply(variables, tokens, train=False)[0]))
+  _, variables, tokens = init_model(config, batch=3)
+  losses = [float(GLoMo(config, split_batch_scores=split).apply(variables, tokens, train=False)[0])
+            for split in (False, True)]
   np.testing.assert_allclose(losses[0], losses[1], rtol=1e-6)

@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 import tensorflow_datasets as tfds
 
-from glomo_jax.tasks import datasets, glove
+from glomo_jax.tasks import batching, datasets, glove
 from glomo_jax.tasks.words import PAD_ID, UNK_ID, Vocabulary, tokenize
 
 GLOVE_TOP = "/work/shared/data/glove/glove.6B.100d.top2604.txt.gz"
@@ -213,15 +213,15 @@ def _nli_split():
 def test_batches_pad_to_the_batch_max_and_cut_at_max_words():
   split = _nli_split()
   vocab = Vocabulary(["w", "h"])
-  out = list(datasets.batches(split, vocab, 3, max_words=6))
+  out = list(batching.batches(split, vocab, 3, max_words=6))
   assert [b["premise"].shape for b in out] == [(3, 6), (3, 6), (1, 4)]
   assert [b["hypothesis"].shape for b in out] == [(3, 6), (3, 3), (1, 1)]
   assert out[0]["premise_mask"].sum(1).tolist() == [3, 6, 1]
-  assert out[0]["premise_words"][1] == ["w"] * 6
+  assert out[0]["premise"][1].tolist() == [vocab.id("w")] * 6    # cut at max_words
   assert out[1]["index"].tolist() == [3, 4, 5] and out[1]["label"].tolist() == [0, 1, 2]
-  rounded = next(datasets.batches(split, vocab, 3, length_multiple=4, max_words=10))
+  rounded = next(batching.batches(split, vocab, 3, length_multiple=4, max_words=10))
   assert rounded["premise"].shape == (3, 10) and rounded["hypothesis"].shape == (3, 8)
-  padded = list(datasets.batches(split, vocab, 3, pad_final=True))[-1]
+  padded = list(batching.batches(split, vocab, 3, pad_final=True))[-1]
   assert padded["premise"].shape == (3, 4)
   assert padded["weight"].tolist() == [1, 0, 0] and padded["index"].tolist() == [6, -1, -1]
   assert not padded["premise_mask"][1:].any()
@@ -231,19 +231,44 @@ def test_shuffling_is_deterministic_by_seed_and_epoch():
   split = datasets.Split({"text": [[str(i)] for i in range(50)]}, np.zeros(50))
 
   def order(**kw):
-    return np.concatenate(datasets.batch_order(split, 8, shuffle=True, **kw))
+    return np.concatenate(batching.batch_order(split, 8, shuffle=True, **kw))
   a, b = order(seed=1, epoch=0), order(seed=1, epoch=0)
   np.testing.assert_array_equal(a, b)
   assert sorted(a.tolist()) == list(range(50))
   assert not np.array_equal(a, order(seed=1, epoch=1))
   assert not np.array_equal(a, order(seed=2, epoch=0))
-  dropped = datasets.batch_order(split, 8, shuffle=True, drop_remainder=True)
+  dropped = batching.batch_order(split, 8, shuffle=True, drop_remainder=True)
   assert len(dropped) == 6 and all(len(b) == 8 for b in dropped)
   lengths = datasets.Split({"text": [["x"] * (i % 13 + 1) for i in range(64)]},
                            np.zeros(64))
-  buckets = datasets.batch_order(lengths, 8, shuffle=True, bucket_batches=4)
+  buckets = batching.batch_order(lengths, 8, shuffle=True, bucket_batches=4)
   assert sorted(np.concatenate(buckets).tolist()) == list(range(64))
   spread = np.mean([np.ptp(lengths.lengths("text")[b]) for b in buckets])
   plain = np.mean([np.ptp(lengths.lengths("text")[b])
-                   for b in datasets.batch_order(lengths, 8, shuffle=True)])
+                   for b in batching.batch_order(lengths, 8, shuffle=True)])
   assert spread < plain  # bucketing groups similar lengths
+
+
+def test_example_batches_resume_exactly_and_split_rows_by_host():
+  split = datasets.Split({"text": [[str(i)] * (i % 5 + 1) for i in range(21)]}, np.arange(21) % 2)
+
+  def make(indices):
+    return {"index": np.asarray(indices)}
+  straight = batching.ExampleBatches(split, 4, make, seed=3, bucket_batches=2)
+  assert straight.batches_per_epoch == 5                  # 21 // 4: the remainder dropped
+  first = [next(straight)["index"] for _ in range(13)]    # into the third epoch
+  assert sorted(np.concatenate(first[:5]).tolist()) != list(range(21))  # one dropped per epoch
+  assert len({tuple(b) for b in first}) == 13
+  resumed = batching.ExampleBatches(split, 4, make, seed=3, bucket_batches=2)
+  partial = batching.ExampleBatches(split, 4, make, seed=3, bucket_batches=2)
+  for _ in range(7):
+    next(partial)
+  resumed.restore(json.loads(json.dumps(partial.state())))
+  np.testing.assert_array_equal(np.stack([next(resumed)["index"] for _ in range(6)]),
+                                np.stack(first[7:]))
+  with pytest.raises(ValueError, match="does not fit this data"):
+    batching.ExampleBatches(split, 4, make, seed=4).restore(partial.state())
+  rows = [batching.host_rows({"x": np.arange(8)}, p, 4)["x"].tolist() for p in range(4)]
+  assert rows == [[0, 1], [2, 3], [4, 5], [6, 7]]
+  with pytest.raises(ValueError, match="cannot be split over 3 processes"):
+    batching.host_rows({"x": np.arange(8)}, 0, 3)

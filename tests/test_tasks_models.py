@@ -11,7 +11,7 @@ import optax
 import pytest
 import tensorflow_datasets as tfds
 
-from glomo_jax.tasks import datasets, layers
+from glomo_jax.tasks import batching, datasets, layers
 from glomo_jax.tasks.esim import ESIM, soft_align
 from glomo_jax.tasks.imdb import IMDBClassifier
 from glomo_jax.transfer.layer import GraphTransfer
@@ -71,7 +71,7 @@ def mock_batch(rng, data, vocab):
   """A training batch of 3 mock examples, each twice: as is, then with garbage
   in its padding (ids, and graph entries at padding rows/columns). Lengths are
   rounded up to 8 so that every text has padding."""
-  batch = datasets.make_batch(data["train"], [0, 1, 2], vocab, length_multiple=8)
+  batch = batching.make_batch(data["train"], [0, 1, 2], vocab, length_multiple=8)
   inputs, graphs = {}, {}
   for f in data.text_fields:
     ids, mask = batch[f], batch[f + "_mask"]

@@ -13,7 +13,8 @@ import numpy as np
 import orbax.checkpoint as ocp
 import pytest
 
-from glomo_jax.train import Checkpointer, NonFiniteLossError, TrainConfig, train_and_evaluate
+from glomo_jax.pretraining import PretrainConfig, train_and_evaluate
+from glomo_jax.train import Checkpointer, NonFiniteLossError
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 STEPS = 8
@@ -124,10 +125,10 @@ def test_non_finite_loss_stops_the_run_and_keeps_the_last_good_checkpoint(tmp_pa
   cfg = demo.get_config("tiny")
   cfg.num_steps, cfg.checkpoint_every, cfg.eval_every, cfg.export = 2, 1, 100, False
   cfg.log_every = 1
-  train_and_evaluate(TrainConfig.from_dict(cfg.to_dict()), str(tmp_path))
+  train_and_evaluate(PretrainConfig.from_dict(cfg.to_dict()), str(tmp_path))
   cfg.num_steps, cfg.learning_rate = 4, float("inf")
   with pytest.raises(NonFiniteLossError, match=r"step 3.*last good checkpoint is step 2"):
-    train_and_evaluate(TrainConfig.from_dict(cfg.to_dict()), str(tmp_path))
+    train_and_evaluate(PretrainConfig.from_dict(cfg.to_dict()), str(tmp_path))
   assert sorted(int(d) for d in os.listdir(tmp_path / "checkpoints") if d.isdigit()) == [1, 2]
 
 
@@ -136,10 +137,10 @@ def test_checkpoints_that_no_longer_fit_the_config_are_an_error_not_a_restart(tm
   from experiments.configs import demo  # noqa: PLC0415
   cfg = demo.get_config("tiny")
   cfg.num_steps, cfg.checkpoint_every, cfg.eval_every, cfg.export = 1, 1, 100, False
-  train_and_evaluate(TrainConfig.from_dict(cfg.to_dict()), str(tmp_path))
+  train_and_evaluate(PretrainConfig.from_dict(cfg.to_dict()), str(tmp_path))
   cfg.model.dim, cfg.model.head_dim = 24, 6
   with pytest.raises(RuntimeError, match="none could be restored"):
-    train_and_evaluate(TrainConfig.from_dict(cfg.to_dict()), str(tmp_path))
+    train_and_evaluate(PretrainConfig.from_dict(cfg.to_dict()), str(tmp_path))
   assert os.listdir(tmp_path / "checkpoints") == ["1"]
 
 
@@ -147,12 +148,16 @@ def test_sigterm_saves_a_checkpoint_and_the_next_run_resumes(tmp_path):
   workdir = str(tmp_path)
   cmd = pretrain_cmd(workdir) + ["--config.checkpoint_every=1000", "--config.num_steps=400",
                                  "--config.eval_every=1000", "--config.log_every=50"]
+  env = {k: v for k, v in os.environ.items() if k not in ("GLIBC_TUNABLES", "GLOMO_JAX_CPU_TUNING")}
   proc = subprocess.Popen(cmd, cwd=REPO, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
-                          text=True)
+                          text=True, env=env)
   tb = os.path.join(workdir, "tensorboard")
   deadline = time.time() + 300
   while time.time() < deadline and not (os.path.isdir(tb) and os.listdir(tb)):
     time.sleep(0.1)
+  # the run's own environment: no glibc settings unless GLOMO_JAX_CPU_TUNING=1
+  with open(f"/proc/{proc.pid}/environ", "rb") as f:
+    assert b"GLIBC_TUNABLES=" not in f.read()
   time.sleep(3.0)                                   # well inside the 400 steps
   proc.send_signal(signal.SIGTERM)
   _, err = proc.communicate(timeout=300)
@@ -173,7 +178,7 @@ def test_the_train_step_compiles_once_across_evaluations_and_saves(tmp_path, cap
   jax.config.update("jax_log_compiles", True)
   try:
     with caplog.at_level(logging.WARNING):
-      summary = train_and_evaluate(TrainConfig.from_dict(cfg.to_dict()), str(tmp_path))
+      summary = train_and_evaluate(PretrainConfig.from_dict(cfg.to_dict()), str(tmp_path))
   finally:
     jax.config.update("jax_log_compiles", False)
   assert summary["step"] == 6
@@ -186,7 +191,7 @@ def test_a_finished_run_reruns_without_compiling_unless_its_newest_checkpoint_fa
   from experiments.configs import demo  # noqa: PLC0415
   cfg = demo.get_config("tiny")
   cfg.num_steps, cfg.checkpoint_every, cfg.eval_every, cfg.export = 2, 1, 100, False
-  config = TrainConfig.from_dict(cfg.to_dict())
+  config = PretrainConfig.from_dict(cfg.to_dict())
   train_and_evaluate(config, str(tmp_path))
   with caplog.at_level(logging.INFO, logger="glomo_jax.train"):
     summary = train_and_evaluate(config, str(tmp_path))

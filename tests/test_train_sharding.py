@@ -6,21 +6,20 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from glomo_jax import GLoMo, ModelConfig
-from glomo_jax.train import (TrainConfig, TrainState, batch_sharding, make_mesh,
+from glomo_jax import ModelConfig, tuning
+from glomo_jax.pretraining import GLoMoObjective
+from glomo_jax.train import (batch_sharding, create_state, init_state, make_mesh,
                              make_optimizer, state_shardings, train_step)
 from glomo_jax.train.sharding import fsdp_spec, replicated
-from glomo_jax.train import trainer
-from glomo_jax.train.trainer import create_state, init_state
 
 
-def run_steps(mesh, model, tx, config, batches):
-  init = functools.partial(create_state, model, tx, config)
+def run_steps(mesh, objective, tx, batches):
+  init = functools.partial(create_state, objective, tx)
   abstract = jax.eval_shape(init, jax.random.PRNGKey(0))
   state_sh = state_shardings(mesh, abstract)
   state = jax.jit(init, out_shardings=state_sh)(jax.random.PRNGKey(0))
   bsh = batch_sharding(mesh)
-  step = jax.jit(functools.partial(train_step, model, tx),
+  step = jax.jit(functools.partial(train_step, objective, tx),
                  in_shardings=(state_sh, {"tokens": bsh, "mask": bsh}),
                  out_shardings=(state_sh, replicated(mesh)), donate_argnums=(0,))
   losses = []
@@ -33,17 +32,16 @@ def run_steps(mesh, model, tx, config, batches):
 def test_eight_fake_devices_match_one_device():
   assert jax.device_count() >= 8, "run with XLA_FLAGS=--xla_force_host_platform_device_count=8"
   model_config = ModelConfig.tiny(dim=32, head_dim=8, vocab_size=256, sample_positions=4)
-  config = TrainConfig(model=model_config, batch_size=8, bptt=12, shift=6)
-  model = GLoMo(model_config)
   tx = make_optimizer("sgd", 1.0, 0.2, 0.25)
+  objective = GLoMoObjective(model_config, 12, tx)
   rng = np.random.default_rng(0)
   batches = [{"tokens": rng.integers(3, 256, (8, 12)).astype(np.int32),
               "mask": np.ones((8, 12), np.int32)} for _ in range(3)]
   batches[1]["mask"][5, 9:] = 0
   one = make_mesh(devices=jax.devices()[:1])
   eight = make_mesh(data=4, fsdp=2, devices=jax.devices()[:8])
-  s1, l1 = run_steps(one, model, tx, config, batches)
-  s8, l8 = run_steps(eight, model, tx, config, batches)
+  s1, l1 = run_steps(one, objective, tx, batches)
+  s8, l8 = run_steps(eight, objective, tx, batches)
   np.testing.assert_allclose(l1, l8, rtol=1e-5)
   flat1 = jax.tree_util.tree_leaves_with_path(s1.params)
   flat8 = dict(jax.tree_util.tree_leaves_with_path(s8.params))
@@ -68,18 +66,25 @@ def test_fsdp_rule_and_mesh_errors():
 
 
 def test_state_init_compiled_for_memory_gives_the_default_compile_bit_for_bit(monkeypatch):
-  """init_state compiles the initialisation with XLA's older CPU emitters at
-  -O1 (less compile memory); the parameters and optimiser state must be the
-  ones XLA's default compile gives, with their shardings (eight devices)."""
+  """With the CPU tuning on, the loop compiles the initialisation with XLA's
+  older CPU emitters at -O1 (less compile memory); the parameters and
+  optimiser state must be the ones XLA's default compile gives, with their
+  shardings (eight devices). Off (the default), no option is passed."""
   assert jax.default_backend() == "cpu"
+  monkeypatch.delenv(tuning.ENV_VAR, raising=False)
+  assert tuning.compiler_options("cpu", one_off=True) is None
+  monkeypatch.setenv(tuning.ENV_VAR, "1")
+  options = tuning.compiler_options("cpu", one_off=True)
+  assert options == tuning.ONE_OFF_CPU_OPTIONS
+  assert tuning.compiler_options("gpu", one_off=True) is None
   model_config = ModelConfig.tiny(dim=32, head_dim=8, vocab_size=256, sample_positions=4)
-  config = TrainConfig(model=model_config, batch_size=8, bptt=12, shift=6)
-  init = functools.partial(create_state, GLoMo(model_config), make_optimizer("sgd", 1.0, 0.2, 0.25),
-                           config)
+  tx = make_optimizer("sgd", 1.0, 0.2, 0.25)
+  objective = GLoMoObjective(model_config, 12, tx)
   rng = jax.random.PRNGKey(3)
   mesh = make_mesh(data=4, fsdp=2, devices=jax.devices()[:8])
+  init = functools.partial(create_state, objective, tx)
   state_sh = state_shardings(mesh, jax.eval_shape(init, rng))
-  got = init_state(init, rng, state_sh)
+  got = init_state(objective, tx, rng, state_sh, options)
   want = jax.jit(init, out_shardings=state_sh)(rng)
   leaves = jax.tree_util.tree_leaves_with_path(want)
   assert len(leaves) > 20
@@ -87,6 +92,5 @@ def test_state_init_compiled_for_memory_gives_the_default_compile_bit_for_bit(mo
     np.testing.assert_array_equal(np.asarray(a), np.asarray(b), err_msg=jax.tree_util.keystr(path))
     assert b.sharding == a.sharding, jax.tree_util.keystr(path)
   # The options really reach XLA: an unknown one is refused.
-  monkeypatch.setattr(trainer, "INIT_CPU_COMPILER_OPTIONS", {"xla_no_such_option": True})
   with pytest.raises(Exception, match="xla_no_such_option"):
-    init_state(init, rng)
+    init_state(objective, tx, rng, compiler_options={"xla_no_such_option": True})

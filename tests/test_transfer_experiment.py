@@ -1,7 +1,8 @@
-"""experiments/transfer.py end to end on tiny local files: the baseline from the
-command line (with a test split), the 'embeddings' variant in-process with a
-tiny exported predictor and its on-disk graph cache (train-only data), the
-configs, and the errors raised before any work."""
+"""experiments/transfer.py and glomo_jax.tasks.run_transfer end to end on tiny
+local files: the baseline from the command line (with a test split), the
+'embeddings' variant with a tiny exported predictor and its on-disk graph
+cache (train-only data), the configs, the errors raised before any work, and
+the grid of variants and seeds."""
 import json
 import os
 import subprocess
@@ -10,38 +11,19 @@ import sys
 import numpy as np
 import pytest
 
-from conftest import random_variables, write_jsonl
+from conftest import REPO, nli_records, reviews, write_jsonl
 
-REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, REPO)
 
-from experiments import transfer  # noqa: E402
 from experiments.configs import agreement as agreement_config  # noqa: E402
 from experiments.configs import imdb as imdb_config  # noqa: E402
 from experiments.configs import mnli as mnli_config  # noqa: E402
+from glomo_jax.tasks import TransferConfig, run_transfer  # noqa: E402
+from glomo_jax.tasks.transfer_config import VARIANTS  # noqa: E402
 
-FILLER = "the a movie film plot actor scene story one it was is and of".split()
-NLI = [("a man sleeps on the sofa", "a person rests", "entailment"),
-       ("the dog runs in the park", "an animal is outside", "entailment"),
-       ("two kids play football", "children sleep at home", "contradiction"),
-       ("a woman sings a song", "the woman is a famous singer", "neutral"),
-       ("the cat sat on the mat", "a cat is sitting", "entailment"),
-       ("people dance at night", "nobody is dancing", "contradiction"),
-       ("a boy reads a book", "the boy likes reading novels", "neutral"),
-       ("the car is red", "the car is blue", "contradiction")]
 KEYS = {"task", "variant", "glomo", "seed", "validation_accuracy", "best_step", "steps",
         "stopped_early", "wall_time_s", "train_time_s", "examples", "vocabulary",
         "glove", "predictor", "curves", "config"}
-
-
-def _reviews(n, seed):
-  rng = np.random.default_rng(seed)
-  out = []
-  for i in range(n):
-    words = list(rng.choice(FILLER, rng.integers(3, 9)))
-    words.insert(int(rng.integers(0, len(words) + 1)), "great" if i % 2 else "awful")
-    out.append({"text": " ".join(words), "label": i % 2, "id": f"r{i}"})
-  return out
 
 
 def _glove(path, words, dim):
@@ -52,12 +34,17 @@ def _glove(path, words, dim):
   return str(path)
 
 
+def run(config, workdir):
+  return run_transfer(TransferConfig.from_dict(config.to_dict()), str(workdir))
+
+
 @pytest.mark.parametrize("name", ["imdb", "mnli", "agreement"])
 @pytest.mark.parametrize("arg", ["", "tiny"])
 def test_transfer_configs_load(name, arg):
   module = {"imdb": imdb_config, "mnli": mnli_config, "agreement": agreement_config}[name]
   config = module.get_config(arg)
-  assert config.task == name and config.variant in transfer.VARIANTS
+  assert config.task == name and config.variant in VARIANTS
+  TransferConfig.from_dict(config.to_dict())  # every field is a TransferConfig field
   assert "corpus" not in config  # not a pretraining config (tests/test_configs.py)
   assert config.files.train is None  # no default data path
   assert config.graph_cache_dir is None and config.predictor_export is None
@@ -72,8 +59,8 @@ def test_transfer_configs_load(name, arg):
 
 
 def test_baseline_from_the_command_line_reports_test_accuracy(tmp_path):
-  train = write_jsonl(tmp_path / "train.jsonl", _reviews(48, 0))
-  test = write_jsonl(tmp_path / "test.jsonl", _reviews(12, 1))
+  train = write_jsonl(tmp_path / "train.jsonl", reviews(48, 0))
+  test = write_jsonl(tmp_path / "test.jsonl", reviews(12, 1))
   glove = _glove(tmp_path / "glove.txt", ["great", "awful", "movie", "the"], 16)
   workdir = tmp_path / "run"
   out = subprocess.run(
@@ -95,32 +82,19 @@ def test_baseline_from_the_command_line_reports_test_accuracy(tmp_path):
   assert results["config"]["glove_path"] == glove and "4/" in results["glove"]
   assert results["predictor"] is None
   assert json.loads(out.stdout)["test"] == results["test"]  # printed too
-  assert sorted(os.listdir(workdir)) == ["results.json"]
-
-
-@pytest.fixture(scope="module")
-def tiny_export(tmp_path_factory):
-  from glomo_jax import ModelConfig  # noqa: PLC0415
-  from glomo_jax.data.tokenizer import train_tokenizer  # noqa: PLC0415
-  from glomo_jax.export import export_graph_predictor  # noqa: PLC0415
-  root = tmp_path_factory.mktemp("transfer_export")
-  config = ModelConfig.tiny()  # L = 2, K = 4
-  sentences = [p for p, _, _ in NLI] + [h for _, h, _ in NLI]
-  tokenizer = train_tokenizer(sentences, 40, str(root / "tok") + "/")
-  return export_graph_predictor(str(root / "export"), config,
-                                random_variables(config, graphs_only=True), tokenizer)
+  # besides results.json: what the run needs to resume, and its curves
+  assert sorted(os.listdir(workdir)) == ["best", "checkpoints", "results.json", "tensorboard"]
 
 
 def test_embeddings_variant_with_a_predictor_and_train_only_data(tmp_path, tiny_export):
-  records = [{"premise": p, "hypothesis": h, "label": y} for p, h, y in NLI]
   config = mnli_config.get_config("tiny")
-  config.files.train = write_jsonl(tmp_path / "train.jsonl", records * 3)
+  config.files.train = write_jsonl(tmp_path / "train.jsonl", nli_records(3))
   config.variant = "embeddings"
   config.predictor_export = tiny_export
   config.val_fraction = 0.25
-  config.optim.steps, config.optim.eval_every, config.optim.batch_size = 2, 1, 4
+  config.optim.steps, config.optim.eval_every, config.optim.batch_size = 2, 1, 8
   workdir = str(tmp_path / "run")
-  results = transfer.run(config, workdir)
+  results = run(config, workdir)
   assert json.loads(open(os.path.join(workdir, "results.json")).read()) == json.loads(
       json.dumps(results, default=str))
   assert KEYS <= set(results)
@@ -144,7 +118,7 @@ def test_agreement_task_with_and_without_graphs(tmp_path, tiny_export):
     config = agreement_config.get_config("tiny")
     config.variant = variant
     config.predictor_export = tiny_export if variant == "embeddings" else None
-    results = transfer.run(config, str(tmp_path / variant))
+    results = run(config, tmp_path / variant)
     assert (results["task"], results["variant"]) == ("agreement", variant)
     assert results["examples"] == {"train": 64, "validation": 32, "test": 32}
     assert 0 <= results["test"] <= 1 and "note" not in results
@@ -154,29 +128,22 @@ def test_agreement_task_with_and_without_graphs(tmp_path, tiny_export):
 def test_errors_before_any_work(tmp_path):
   config = imdb_config.get_config("tiny")
   with pytest.raises(ValueError, match="files.train"):
-    transfer.run(config, str(tmp_path / "a"))
+    run(config, tmp_path / "a")
   config.source = "synthetic"
   with pytest.raises(ValueError, match="agreement"):
-    transfer.run(config, str(tmp_path / "a"))
+    run(config, tmp_path / "a")
   config.source = "files"
   config.files.train = "train.jsonl"
   config.variant = "embeddings"
   with pytest.raises(ValueError, match="predictor_export"):
-    transfer.run(config, str(tmp_path / "b"))
+    run(config, tmp_path / "b")
   config.variant, config.files.matched = "baseline", "m.jsonl"
   with pytest.raises(ValueError, match="no split"):
-    transfer.run(config, str(tmp_path / "c"))
+    run(config, tmp_path / "c")
   config.files.matched, config.variant = None, "nonsense"
   with pytest.raises(ValueError, match="unknown variant"):
-    transfer.run(config, str(tmp_path / "d"))
+    run(config, tmp_path / "d")
   assert not os.listdir(tmp_path)
-  out = subprocess.run(
-      [sys.executable, "-m", "experiments.transfer",
-       "--config=experiments/configs/mnli.py:tiny", f"--workdir={tmp_path / 'e'}",
-       "--config.optim.stepz=3"],
-      cwd=REPO, capture_output=True, text=True, timeout=120)
-  assert out.returncode != 0 and "stepz" in out.stderr
-  assert not os.path.exists(tmp_path / "e")
 
 
 def test_grid_runs_variants_and_seeds_resumes_and_tabulates(tmp_path):

@@ -16,7 +16,7 @@ self-attention) with random word vectors. The demo (`experiments.demo`)
 runs the baseline and the GLoMo variant of this config after pretraining.
 `:tiny` is a seconds-long smoke run.
 """
-from experiments.transfer import tiny_preset, transfer_config
+from experiments.configs.common import tiny_preset, transfer_config
 
 
 def get_config(arg: str = ""):
@@ -30,7 +30,6 @@ def get_config(arg: str = ""):
   # 2,000 sentences (4 epochs) leave every variant at chance; with 8,000 the
   # baseline learns the task after about 600 steps
   config.synthetic.train = 8000
-  config.graph_source = "memory"
   if arg == "tiny":
     tiny_preset(config, max_words=32)
     config.synthetic.train, config.synthetic.validation, config.synthetic.test = 64, 32, 32

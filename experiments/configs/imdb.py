@@ -22,10 +22,10 @@ uniform-graph ablation; no predictor). Graphs are precomputed once per
 (export, dataset, max_words) into `graph_cache_dir` (default
 <workdir>/graph_cache): per example 2L·K·n² values, n = min(words,
 max_words) (float16: ~0.5 MB per 100-word review for L = 3, K = 4), so the
-whole IMDB train set needs tens of GB; `graph_source='memory'` (bounded
-in-memory memo) or 'fly' avoids the disk. `:tiny` is a seconds-long smoke run.
+whole IMDB train set needs tens of GB. Rerunning a command resumes its run.
+`:tiny` is a seconds-long smoke run.
 """
-from experiments.transfer import tiny_preset, transfer_config
+from experiments.configs.common import tiny_preset, transfer_config
 
 
 def get_config(arg: str = ""):

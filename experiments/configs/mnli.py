@@ -18,7 +18,7 @@ mismatched accuracies (what the paper reports). `--config.task=snli` reads
 SNLI (eval split 'test'). Data paths have no default. Variants and the graph
 cache as in imdb.py. `:tiny` is a seconds-long smoke run.
 """
-from experiments.transfer import tiny_preset, transfer_config
+from experiments.configs.common import tiny_preset, transfer_config
 
 
 def get_config(arg: str = ""):

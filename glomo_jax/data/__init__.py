@@ -18,7 +18,7 @@ Typical use::
 """
 from glomo_jax.data import synthetic
 from glomo_jax.data.corpus import (CorpusSpec, CorpusStats, iter_documents,
-                                   load_documents, open_binary)
+                                   load_documents)
 from glomo_jax.data.stream import (TokenStream, build_stream, load_stream, save_stream,
                                    split_stream, tokenize_documents, tokenize_synthetic)
 from glomo_jax.data.synthetic import (ARC_AGREEMENT, ARC_BRACKET, ARC_COPY, ARC_KINDS,
@@ -34,7 +34,7 @@ __all__ = [
     "CorpusSpec", "CorpusStats", "EOS_ID", "PAD_ID", "PretrainingData",
     "SyntheticConfig", "SyntheticDocument", "TokenStream", "Tokenizer", "UNK_ID",
     "WindowIterator", "build_stream", "generate_corpus", "generate_document",
-    "iter_documents", "load_documents", "load_stream", "open_binary",
+    "iter_documents", "load_documents", "load_stream",
     "pretraining_data", "save_stream", "split_stream", "synthetic",
     "tokenize_documents", "tokenize_synthetic", "train_tokenizer",
     "train_word_tokenizer", "window_starts",

@@ -7,16 +7,9 @@ yields them as Python strings.
 Sources:
 
 * ``tfds``: any TFDS dataset (``name``, e.g. ``wikipedia/20230601.en``), one
-  ``split``, one text feature (``text_feature``), read through
-  ``tfds.builder(name, data_dir=...)``. Two readers: ``data_source``
-  (``builder.as_data_source``: random access, needs the ArrayRecord file
-  format, works without TensorFlow) and ``tf`` (``builder.as_dataset`` +
-  ``tfds.as_numpy``: any file format, needs TensorFlow). ``auto`` picks
-  ``data_source`` when the prepared dataset is ArrayRecord, else ``tf``.
-  Sharding: shard k of n is ``tfds.even_splits(split, n)[k]`` with the tf
-  reader, and the same contiguous block of records with the data-source
-  reader. ``download=True`` calls ``download_and_prepare`` first; the default
-  expects a prepared dataset (prepare it in a separate step).
+  ``split``, one text feature (``text_feature``), read by
+  `glomo_jax.data.tfds_source.tfds_records` (readers, sharding and
+  ``download`` are described there).
 * ``files``: every file matching ``pattern`` (a glob, or several, sorted),
   plain, ``.gz``, ``.xz`` or ``.bz2``. Formats: ``text`` (one document per
   file), ``wikitext`` (WikiText's layout: a line `` = Title = `` with exactly
@@ -39,34 +32,33 @@ U+FFFD in place of every bad byte, counts the documents this touched in
 raises a ValueError naming the file (and line for jsonl). TFDS text features
 are decoded the same way when the reader returns bytes.
 
-Errors: an unknown source, format or reader, a glob matching no file, a
-corpus (or shard) with no non-empty document, a jsonl line that is not a
+Errors: an unknown source, format or reader (when the spec is built); a
+files corpus without a pattern or a TFDS corpus without a name, a glob
+matching no file, a corpus (or shard) with no non-empty document, a jsonl line that is not a
 JSON object or lacks ``text_field`` (or holds a non-string there) all raise a
 ValueError naming the spec, the file and the line.
 """
 from __future__ import annotations
 
-import bz2
 import dataclasses
 import glob as globlib
-import gzip
-import importlib
 import json
 import logging
-import lzma
 import os
 import re
-from typing import Any, BinaryIO, Iterable, Iterator, Mapping
+from typing import Any, BinaryIO, Iterator, Mapping
 
+from glomo_jax.config import from_dict
 from glomo_jax.data.synthetic import SyntheticConfig, generate_corpus
+from glomo_jax.data.tfds_source import READERS as TFDS_READERS
+from glomo_jax.data.tfds_source import tfds_records
+from glomo_jax.io import open_binary, strip_compression
 
 logger = logging.getLogger(__name__)
 
 SOURCES = ("tfds", "files", "synthetic")
 FILE_FORMATS = ("auto", "text", "wikitext", "jsonl")
-TFDS_READERS = ("auto", "data_source", "tf")
 DECODE_ERRORS = ("replace", "strict")
-_COMPRESSION_SUFFIXES = (".gz", ".xz", ".bz2")
 # ' = Title = ' (exactly one '=' on each side) starts a WikiText article.
 _WIKITEXT_TITLE = re.compile(r"^ ?= [^=].* = ?$")
 
@@ -88,7 +80,7 @@ class CorpusSpec:
     file_format: 'auto', 'text', 'wikitext' or 'jsonl'.
     text_field: key of the document in each jsonl object.
     on_decode_error: 'replace' or 'strict' (non-UTF-8 bytes).
-    synthetic: configuration of the synthetic corpus (None: the default).
+    synthetic: configuration of the synthetic corpus.
     max_documents: stop after this many non-empty documents of the shard
       (None: all); for quick runs on the first articles of a large corpus.
   """
@@ -103,7 +95,7 @@ class CorpusSpec:
   file_format: str = "auto"
   text_field: str = "text"
   on_decode_error: str = "replace"
-  synthetic: SyntheticConfig | None = None
+  synthetic: SyntheticConfig = dataclasses.field(default_factory=SyntheticConfig)
   max_documents: int | None = None
 
   def __post_init__(self):
@@ -111,25 +103,19 @@ class CorpusSpec:
     _check_choice("file_format", self.file_format, FILE_FORMATS)
     _check_choice("tfds_reader", self.tfds_reader, TFDS_READERS)
     _check_choice("on_decode_error", self.on_decode_error, DECODE_ERRORS)
-    if self.source == "tfds" and not self.name:
-      raise ValueError("CorpusSpec(source='tfds') needs a dataset name")
-    if self.source == "files" and not self.pattern:
-      raise ValueError("CorpusSpec(source='files') needs a file pattern")
     if self.max_documents is not None and self.max_documents < 1:
       raise ValueError(f"max_documents must be >= 1 or None, got {self.max_documents}")
     if isinstance(self.pattern, list):
       object.__setattr__(self, "pattern", tuple(self.pattern))
-    if isinstance(self.synthetic, Mapping):
+    if self.synthetic is None:
+      object.__setattr__(self, "synthetic", SyntheticConfig())
+    elif isinstance(self.synthetic, Mapping):
       object.__setattr__(self, "synthetic", SyntheticConfig(**self.synthetic))
 
   @classmethod
   def from_dict(cls, spec: Mapping[str, Any]) -> "CorpusSpec":
     """Builds a spec from a plain dict (e.g. a config section); unknown keys raise."""
-    known = {f.name for f in dataclasses.fields(cls)}
-    unknown = sorted(set(spec) - known)
-    if unknown:
-      raise ValueError(f"unknown CorpusSpec keys {unknown}; known: {sorted(known)}")
-    return cls(**dict(spec))
+    return from_dict(cls, spec)
 
   def to_dict(self) -> dict[str, Any]:
     """JSON-serialisable form (the inverse of `from_dict`)."""
@@ -144,7 +130,7 @@ class CorpusSpec:
       return f"tfds {self.name!r} split {self.split!r} feature {self.text_feature!r}"
     if self.source == "files":
       return f"files {self.pattern!r} (format {self.file_format!r})"
-    return f"synthetic corpus {self.synthetic or SyntheticConfig()}"
+    return f"synthetic corpus {self.synthetic}"
 
 
 @dataclasses.dataclass
@@ -166,6 +152,10 @@ class CorpusStats:
   characters: int = 0
 
 
+class CorpusError(ValueError):
+  """A corpus that cannot be read: no pattern or name, no file, no text."""
+
+
 def _check_choice(field: str, value: str, choices: tuple[str, ...]) -> None:
   if value not in choices:
     raise ValueError(f"unknown {field} {value!r}; choose one of {choices}")
@@ -182,24 +172,9 @@ def _decode(data: bytes, on_error: str, where: str) -> tuple[str, bool]:
     return data.decode("utf-8", errors="replace"), True
 
 
-def open_binary(path: str) -> BinaryIO:
-  """Opens a plain, .gz, .xz or .bz2 file for reading bytes (decompressed)."""
-  if path.endswith(".gz"):
-    return gzip.open(path, "rb")
-  if path.endswith(".xz"):
-    return lzma.open(path, "rb")
-  if path.endswith(".bz2"):
-    return bz2.open(path, "rb")
-  return open(path, "rb")
-
-
 def file_format_of(path: str) -> str:
   """'jsonl', 'wikitext' or 'text', from the name without compression suffix."""
-  base = path
-  for suffix in _COMPRESSION_SUFFIXES:
-    if base.endswith(suffix):
-      base = base[:-len(suffix)]
-  ext = os.path.splitext(base)[1].lower()
+  ext = os.path.splitext(strip_compression(path))[1].lower()
   if ext in (".jsonl", ".json"):
     return "jsonl"
   if ext == ".tokens":
@@ -272,7 +247,8 @@ def _file_documents(path: str, fmt: str, text_field: str,
 def _files_source(spec: CorpusSpec, stats: CorpusStats) -> Iterator[tuple[str, bool]]:
   files = matching_files(spec.pattern)
   if not files:
-    raise ValueError(f"no file matches {spec.pattern!r}")
+    raise CorpusError(f"no file matches corpus pattern {spec.pattern!r}: set corpus.pattern "
+                     "to a glob of text, WikiText or JSON-lines files")
   for path in files:
     stats.files += 1
     fmt = spec.file_format if spec.file_format != "auto" else file_format_of(path)
@@ -286,42 +262,13 @@ def _files_source(spec: CorpusSpec, stats: CorpusStats) -> Iterator[tuple[str, b
                      "U+FFFD replacement characters", path, replaced_here)
 
 
-def _tfds_records(spec: CorpusSpec, shard_index: int,
-                  num_shards: int) -> Iterable[Mapping[str, Any]]:
-  """Records of one shard of a TFDS split (dicts of numpy values / str)."""
-  import tensorflow_datasets as tfds  # heavy; only for this source
-
-  builder = tfds.builder(spec.name, data_dir=spec.data_dir)
-  if spec.download:
-    builder.download_and_prepare()
-  reader = spec.tfds_reader
-  if reader == "auto":
-    fmt = getattr(builder.info, "file_format", None)
-    reader = "data_source" if getattr(fmt, "value", fmt) == "array_record" else "tf"
-  if reader == "data_source":
-    source = builder.as_data_source(split=spec.split)
-    n = len(source)
-    start, stop = n * shard_index // num_shards, n * (shard_index + 1) // num_shards
-    return (source[i] for i in range(start, stop))
-  try:
-    importlib.import_module("tensorflow")  # tfds's tf.data reader needs it
-  except ImportError as e:
-    raise ImportError(
-        f"reading tfds {spec.name!r} with the 'tf' reader (its file format is "
-        f"{getattr(builder.info, 'file_format', '?')}) needs TensorFlow: install "
-        "tensorflow-cpu (the 'tf' extra), or prepare the dataset with "
-        "file_format='array_record' and use tfds_reader='data_source'") from e
-  split = spec.split
-  if num_shards > 1:
-    split = tfds.even_splits(spec.split, num_shards)[shard_index]
-  ds = builder.as_dataset(split=split, shuffle_files=False)
-  return tfds.as_numpy(ds)
-
-
 def _tfds_source(spec: CorpusSpec, shard_index: int,
                  num_shards: int) -> Iterator[tuple[str, bool]]:
   where = f"tfds {spec.name!r} split {spec.split!r}"
-  for number, record in enumerate(_tfds_records(spec, shard_index, num_shards)):
+  records = tfds_records(spec.name, spec.split, data_dir=spec.data_dir,
+                         reader=spec.tfds_reader, download=spec.download,
+                         shard_index=shard_index, num_shards=num_shards)
+  for number, record in enumerate(records):
     if spec.text_feature not in record:
       raise ValueError(f"{where}: missing text feature {spec.text_feature!r} "
                        f"(features: {sorted(record)})")
@@ -358,6 +305,11 @@ def iter_documents(spec: CorpusSpec | Mapping[str, Any], shard_index: int = 0,
   if not 0 <= shard_index < num_shards:
     raise ValueError(f"need 0 <= shard_index < num_shards, got {shard_index}, {num_shards}")
   stats = stats if stats is not None else CorpusStats()
+  if spec.source == "files" and not spec.pattern:
+    raise CorpusError("a corpus of source 'files' needs a file pattern: set corpus.pattern "
+                     "(e.g. --config.corpus.pattern='data/*.txt')")
+  if spec.source == "tfds" and not spec.name:
+    raise CorpusError("a corpus of source 'tfds' needs a dataset name: set corpus.name")
   if spec.source == "tfds":
     pairs = _tfds_source(spec, shard_index, num_shards)
     round_robin = False
@@ -366,7 +318,7 @@ def iter_documents(spec: CorpusSpec | Mapping[str, Any], shard_index: int = 0,
     round_robin = True
   else:
     pairs = ((d.text, False) for d in generate_corpus(
-        spec.synthetic or SyntheticConfig(), shard_index, num_shards))
+        spec.synthetic, shard_index, num_shards))
     round_robin = False  # generate_corpus shards by itself
   yielded = 0
   for i, (text, replaced) in enumerate(pairs):
@@ -385,8 +337,9 @@ def iter_documents(spec: CorpusSpec | Mapping[str, Any], shard_index: int = 0,
       return
   if not yielded:
     shard = f" (shard {shard_index} of {num_shards})" if num_shards > 1 else ""
-    raise ValueError(f"empty corpus{shard}: no non-empty document in "
-                     f"{spec.describe()} ({stats.empty_documents} empty skipped)")
+    raise CorpusError(f"empty corpus{shard}: no non-empty document in "
+                     f"{spec.describe()} ({stats.empty_documents} empty skipped); point "
+                     "the corpus at documents that hold text")
 
 
 def load_documents(spec: CorpusSpec | Mapping[str, Any], shard_index: int = 0,

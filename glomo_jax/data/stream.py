@@ -27,7 +27,7 @@ from typing import Any, Iterable, Mapping
 import numpy as np
 
 from glomo_jax.data.corpus import CorpusSpec, CorpusStats, iter_documents, matching_files
-from glomo_jax.data.synthetic import SyntheticConfig, SyntheticDocument, generate_corpus
+from glomo_jax.data.synthetic import SyntheticDocument, generate_corpus
 from glomo_jax.data.tokenizer import Tokenizer
 
 logger = logging.getLogger(__name__)
@@ -241,7 +241,7 @@ def build_stream(spec: CorpusSpec | Mapping[str, Any], tokenizer: Tokenizer, *,
       return load_stream(entry)
   stats = stats if stats is not None else CorpusStats()
   if spec.source == "synthetic":
-    config = spec.synthetic or SyntheticConfig()
+    config = spec.synthetic
     if shard_index >= config.num_documents:
       raise ValueError(f"empty corpus: no document in shard {shard_index} of "
                        f"{num_shards} of {spec.describe()}")

@@ -23,6 +23,7 @@ import hashlib
 import io
 import os
 import re
+import unicodedata
 from typing import Iterable, Sequence
 
 import numpy as np
@@ -216,6 +217,18 @@ def _split_long(line: str, max_bytes: int) -> Iterable[str]:
     yield " ".join(chunk)
 
 
+def _check_looks_like_text(sample: Sequence[str], limit: float = 0.2) -> None:
+  """Raises ValueError when more than `limit` of the sample's characters are
+  undecodable bytes (U+FFFD) or control characters: binary data, not text."""
+  chars = "".join(sample)[:1_000_000]
+  bad = sum(1 for ch in chars
+            if ch == "\ufffd" or (unicodedata.category(ch) == "Cc" and ch not in "\t\n\r"))
+  if chars and bad > limit * len(chars):
+    raise ValueError(f"this does not look like text: {bad / len(chars):.0%} of the "
+                     "characters of the tokenizer's training sample are undecodable bytes "
+                     "or control characters; use UTF-8 text")
+
+
 def train_tokenizer(documents: Iterable[str], vocab_size: int,
                     model_prefix_or_dir: str, *, sample_chars: int = 10_000_000,
                     model_type: str = "unigram",
@@ -247,6 +260,7 @@ def train_tokenizer(documents: Iterable[str], vocab_size: int,
   sample = training_sample(documents, sample_chars)
   if not sample:
     raise ValueError("no text to train the tokenizer on (all documents empty)")
+  _check_looks_like_text(sample)
   options = dict(
       model_type=model_type, vocab_size=vocab_size,
       user_defined_symbols=list(user_defined_symbols),
@@ -263,6 +277,13 @@ def train_tokenizer(documents: Iterable[str], vocab_size: int,
   except RuntimeError as e:
     limit = re.search(r"Vocabulary size too high \((\d+)\)\. Please set it to a value <= (\d+)",
                       str(e))
+    chars = re.search(r"Vocabulary size is smaller than required_chars\. (\d+) vs (\d+)",
+                      str(e))
+    if chars is not None:
+      raise ValueError(
+          f"vocab_size {vocab_size} is smaller than the {chars.group(2)} characters (and "
+          f"reserved pieces) the tokenizer must keep to cover {character_coverage:.2%} of "
+          f"the text; raise vocab_size above {chars.group(2)}") from None
     if limit is None:
       raise
     raise ValueError(

@@ -49,15 +49,19 @@ class GLoMo(nn.Module):
   embedding [V, d]; graph_fw, graph_bw (GraphPredictor); features_fw,
   features_bw (FeaturePredictor); decoder_fw, decoder_bw (ContextDecoder).
   BatchNorm statistics are in the 'batch_stats' collection.
+
+  `split_batch_scores` chooses how the graph predictors compute their
+  affinity products (the same numbers; see `GraphPredictor`).
   """
   config: ModelConfig
+  split_batch_scores: bool = False
 
   def setup(self):
     c = self.config
     self.embedding = self.param("embedding", uniform(0.1), (c.vocab_size, c.dim),
                                 c.params_dtype)
-    self.graph_fw = GraphPredictor(c)
-    self.graph_bw = GraphPredictor(c)
+    self.graph_fw = GraphPredictor(c, self.split_batch_scores)
+    self.graph_bw = GraphPredictor(c, self.split_batch_scores)
     self.features_fw = FeaturePredictor(c)
     self.features_bw = FeaturePredictor(c)
     self.decoder_fw = ContextDecoder(c)

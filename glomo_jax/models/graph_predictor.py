@@ -51,10 +51,9 @@ def affinity_scores(q: jax.Array, k: jax.Array, dtype, split_batch: bool = False
 
   split_batch: compute the two halves of the batch as two independent
   products and concatenate them (the same numbers). XLA:CPU runs one
-  batched dot of such small products (100×128×100) on one thread, whichever
-  library it uses, and two independent ones let its executor use both
-  cores: 3.5 % off the `small` step on 2 cores (paired in one process,
-  3 runs), no change at `paper` or with every position decoded.
+  batched dot of small products on one thread, and two independent ones on
+  two; on other backends, or with the batch sharded over devices, one
+  batched product is the better program (`glomo_jax.tuning.split_batch_scores`).
   """
   eq = "blkjh,blkih->blkji"
   half = q.shape[0] // 2
@@ -65,16 +64,16 @@ def affinity_scores(q: jax.Array, k: jax.Array, dtype, split_batch: bool = False
       jnp.einsum(eq, q[half:], k[half:], preferred_element_type=dtype)])
 
 
-def _split_scores_by_batch() -> bool:
-  """Only on one CPU device: with several devices the batch is sharded (its
-  halves would move between devices), and GPUs and TPUs run one batched
-  product in one kernel."""
-  return jax.default_backend() == "cpu" and jax.device_count() == 1
-
-
 class GraphPredictor(nn.Module):
-  """One direction's graph predictor. See the module docstring for the math."""
+  """One direction's graph predictor. See the module docstring for the math.
+
+  Attributes:
+    config: the model's hyper-parameters.
+    split_batch_scores: `affinity_scores`'s split_batch (same numbers; a
+      choice of program for one CPU device).
+  """
   config: ModelConfig
+  split_batch_scores: bool = False
 
   def setup(self):
     c = self.config
@@ -166,7 +165,7 @@ class GraphPredictor(nn.Module):
       queries = queries[:, rows]
     k = project_heads(cast(keys), cast(self.key_kernel[layers]), self.key_bias[layers])
     q = project_heads(cast(queries), cast(self.query_kernel[layers]), self.query_bias[layers])
-    scores = affinity_scores(q, k, gdt, split_batch=_split_scores_by_batch())
+    scores = affinity_scores(q, k, gdt, split_batch=self.split_batch_scores)
     threshold = 0.0
     if c.sparsity == "squared_relu":
       if c.threshold == "query":

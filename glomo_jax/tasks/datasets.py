@@ -21,21 +21,19 @@ IMDB/SNLI ``test``; MNLI ``matched`` and ``mismatched`` (the official
 validation_matched / validation_mismatched sets — MNLI's test labels are
 hidden; this is what the GLoMo paper reports).
 
-`batches` pads each batch to its longest text (per text field), cut to
-``max_words``, optionally rounded up to a multiple (fewer jit shapes), and
-shuffles deterministically from (seed, epoch).
+Batching is in `glomo_jax.tasks.batching`.
 """
 from __future__ import annotations
 
 import dataclasses
-import importlib
 import json
 import logging
 from typing import Any, Callable, Iterable, Iterator, Mapping, Sequence
 
 import numpy as np
 
-from glomo_jax.tasks.glove import open_text
+from glomo_jax.data.tfds_source import tfds_records
+from glomo_jax.io import open_text
 from glomo_jax.tasks.words import Vocabulary, tokenize
 
 logger = logging.getLogger(__name__)
@@ -214,25 +212,6 @@ def _tokenized_split(records: Iterable[Mapping[str, Any]], spec: TaskSpec, where
   return Split(texts, np.asarray(labels, np.int32))
 
 
-def _tfds_records(name: str, split: str, data_dir: str | None, reader: str,
-                  download: bool) -> Iterable[Mapping[str, Any]]:
-  import tensorflow_datasets as tfds  # heavy; only for this source
-
-  builder = tfds.builder(name, data_dir=data_dir)
-  if download:
-    builder.download_and_prepare()
-  if reader == "auto":
-    fmt = getattr(builder.info, "file_format", None)
-    reader = "data_source" if getattr(fmt, "value", fmt) == "array_record" else "tf"
-  if reader == "data_source":
-    source = builder.as_data_source(split=split)
-    return (source[i] for i in range(len(source)))
-  if reader != "tf":
-    raise ValueError(f"unknown tfds_reader {reader!r}: 'auto', 'tf' or 'data_source'")
-  importlib.import_module("tensorflow")
-  return tfds.as_numpy(builder.as_dataset(split=split, shuffle_files=False))
-
-
 def read_split(task: str, source: str, location: str, *, data_dir: str | None = None,
                tfds_reader: str = "auto", download: bool = False,
                tokenizer: Callable[[str], list[str]] = tokenize) -> Split:
@@ -248,7 +227,8 @@ def read_split(task: str, source: str, location: str, *, data_dir: str | None = 
   """
   spec = _spec(task)
   if source == "tfds":
-    records = _tfds_records(spec.tfds_name, location, data_dir, tfds_reader, download)
+    records = tfds_records(spec.tfds_name, location, data_dir=data_dir, reader=tfds_reader,
+                           download=download)
     where = f"tfds {spec.tfds_name!r} split {location!r}"
   elif source == "files":
     records = read_jsonl(location)
@@ -347,110 +327,3 @@ def load_task(task: str, source: str = "tfds", *, files: Mapping[str, str] | Non
   data = TaskData(task, ordered, spec.text_fields, spec.label_names, eval_splits)
   logger.info("%s (%s): %s", task, source, data.summary())
   return data
-
-
-# ---- batching ---------------------------------------------------------------------
-def _round_up(n: int, multiple: int) -> int:
-  return -(-n // multiple) * multiple
-
-
-def make_batch(split: Split, indices: Sequence[int], vocab: Vocabulary, *,
-               max_words: int | None = None, length_multiple: int = 1,
-               batch_size: int | None = None) -> dict[str, Any]:
-  """One padded batch of the examples at `indices`.
-
-  Args:
-    split: the examples.
-    indices: which (B ≤ batch_size of them).
-    vocab: word → id.
-    max_words: cut every text to this many words.
-    length_multiple: round each field's W up to a multiple (never past max_words).
-    batch_size: pad the batch with empty rows (weight 0) to this many.
-
-  Returns:
-    {field: int32 [B, W_f], field + '_mask': bool [B, W_f], field + '_words':
-    B word lists (as cut; [] for padding rows), 'label': int32 [B],
-    'weight': float32 [B] (1 real, 0 padding row), 'index': int64 [B]
-    (position in split, -1 for padding rows)}. W_f = the field's longest cut
-    text in the batch (≥ 1), rounded up.
-  """
-  indices = [int(i) for i in indices]
-  size = len(indices) if batch_size is None else batch_size
-  if len(indices) > size:
-    raise ValueError(f"{len(indices)} examples for a batch of {size}")
-  pad = size - len(indices)
-  batch: dict[str, Any] = {}
-  for field in split.texts:
-    words = [split.texts[field][i][:max_words] if max_words is not None
-             else split.texts[field][i] for i in indices] + [[] for _ in range(pad)]
-    longest = max(1, max(map(len, words)))
-    length = _round_up(longest, max(1, length_multiple))
-    if max_words is not None:
-      length = max(longest, min(length, max_words))
-    batch[field], batch[field + "_mask"] = vocab.encode_batch(words, length=length)
-    batch[field + "_words"] = words
-  batch["label"] = np.concatenate([split.labels[indices], np.zeros(pad, np.int32)])
-  batch["weight"] = np.concatenate([np.ones(len(indices), np.float32),
-                                    np.zeros(pad, np.float32)])
-  batch["index"] = np.asarray(indices + [-1] * pad, np.int64)
-  return batch
-
-
-def batch_order(split: Split, batch_size: int, *, shuffle: bool = False, seed: int = 0,
-                epoch: int = 0, drop_remainder: bool = False,
-                bucket_batches: int = 0, bucket_field: str | None = None
-                ) -> list[np.ndarray]:
-  """Index arrays of one epoch's batches (deterministic in seed and epoch).
-
-  Args:
-    split: the examples.
-    batch_size: B.
-    shuffle: permute with numpy's default_rng([seed, epoch]).
-    drop_remainder: leave out the last, short batch.
-    bucket_batches: if > 0 (with shuffle), examples are sorted by length
-      (of `bucket_field`, default the first field) within windows of
-      bucket_batches · B shuffled examples, cut into batches, and the batches
-      shuffled: less padding, same randomness source.
-  """
-  if batch_size < 1:
-    raise ValueError(f"batch_size must be >= 1, got {batch_size}")
-  n = len(split)
-  if not shuffle:
-    order = np.arange(n)
-    batches = [order[i:i + batch_size] for i in range(0, n, batch_size)]
-  else:
-    rng = np.random.default_rng([seed, epoch])
-    order = rng.permutation(n)
-    if bucket_batches > 0:
-      field = bucket_field or next(iter(split.texts))
-      lengths = split.lengths(field)
-      window = bucket_batches * batch_size
-      chunks = []
-      for start in range(0, n, window):
-        part = order[start:start + window]
-        chunks.append(part[np.argsort(lengths[part], kind="stable")])
-      order = np.concatenate(chunks) if chunks else order
-    batches = [order[i:i + batch_size] for i in range(0, n, batch_size)]
-    if bucket_batches > 0:
-      batches = [batches[i] for i in rng.permutation(len(batches))]
-  if drop_remainder:
-    batches = [b for b in batches if len(b) == batch_size]
-  return batches
-
-
-def batches(split: Split, vocab: Vocabulary, batch_size: int, *,
-            max_words: int | None = None, shuffle: bool = False, seed: int = 0,
-            epoch: int = 0, drop_remainder: bool = False, pad_final: bool = False,
-            length_multiple: int = 1, bucket_batches: int = 0
-            ) -> Iterator[dict[str, Any]]:
-  """One epoch of padded batches (`make_batch` layout, `batch_order` order).
-
-  pad_final: pad a short last batch with empty rows (weight 0) to batch_size,
-  so every batch has B = batch_size (one jit shape for evaluation).
-  """
-  for indices in batch_order(split, batch_size, shuffle=shuffle, seed=seed,
-                             epoch=epoch, drop_remainder=drop_remainder,
-                             bucket_batches=bucket_batches):
-    yield make_batch(split, indices, vocab, max_words=max_words,
-                     length_multiple=length_multiple,
-                     batch_size=batch_size if pad_final else None)

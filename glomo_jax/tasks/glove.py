@@ -18,26 +18,15 @@ the last D fields are always the vector, so those are read correctly.
 from __future__ import annotations
 
 import dataclasses
-import gzip
 import logging
-import lzma
-from typing import Collection, Iterator, TextIO
+from typing import Collection, Iterator
 
 import numpy as np
 
+from glomo_jax.io import open_text
 from glomo_jax.tasks.words import PAD_ID, Vocabulary
 
 logger = logging.getLogger(__name__)
-
-
-def open_text(path: str) -> TextIO:
-  """Opens a UTF-8 text file, transparently gunzipping ``.gz`` / unxz-ing ``.xz``."""
-  path = str(path)
-  if path.endswith(".gz"):
-    return gzip.open(path, "rt", encoding="utf-8")
-  if path.endswith(".xz"):
-    return lzma.open(path, "rt", encoding="utf-8")
-  return open(path, encoding="utf-8")
 
 
 def iter_glove(path: str, dim: int | None = None) -> Iterator[tuple[str, np.ndarray]]:

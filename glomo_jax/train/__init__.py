@@ -1,8 +1,18 @@
-"""Sharded pretraining: mesh, train state, steps, checkpoints, the loop."""
+"""The one training loop and its parts: mesh and shardings, train state,
+steps, checkpoints, preemption, progress. Tasks (pretraining, downstream)
+live in `glomo_jax.pretraining` and `glomo_jax.tasks`."""
 from glomo_jax.train.checkpoint import Checkpointer
-from glomo_jax.train.config import TrainConfig
-from glomo_jax.train.optimizer import PlateauRule, make_optimizer
+from glomo_jax.train.config import LoopConfig
+from glomo_jax.train.loop import NonFiniteLossError, UnrestorableCheckpointError, run
+from glomo_jax.train.optimizer import make_optimizer
 from glomo_jax.train.sharding import batch_sharding, make_mesh, state_shardings
 from glomo_jax.train.state import TrainState
-from glomo_jax.train.step import eval_step, train_step
-from glomo_jax.train.trainer import NonFiniteLossError, train_and_evaluate
+from glomo_jax.train.step import create_state, init_state, step_rngs, train_step
+from glomo_jax.train.task import Batches, RunContext, Task
+
+__all__ = [
+    "Batches", "Checkpointer", "LoopConfig", "NonFiniteLossError", "RunContext", "Task",
+    "TrainState", "UnrestorableCheckpointError", "batch_sharding", "create_state",
+    "init_state", "make_mesh", "make_optimizer", "run", "state_shardings", "step_rngs",
+    "train_step",
+]

@@ -25,7 +25,7 @@ from jax.experimental import multihost_utils
 class Checkpointer:
   """Periodic + final saves, keep-N, newest-valid restore."""
 
-  def __init__(self, directory: str, keep: int = 3, save_every: int = 1000,
+  def __init__(self, directory: str, keep: int = 3, save_every: int = 1,
                async_save: bool = True):
     self.directory = os.path.abspath(directory)
     options = ocp.CheckpointManagerOptions(
@@ -83,6 +83,13 @@ class Checkpointer:
     if jax.process_count() > 1:
       multihost_utils.sync_global_devices("glomo_jax checkpoints moved aside")
     self.manager.reload()
+
+  def delete_after(self, step: int) -> None:
+    """Deletes the checkpoints of steps after `step`."""
+    for later in [s for s in self.steps() if s > step]:
+      self.manager.delete(later)
+      logging.info("deleted the checkpoint at step %d of %s (after step %d)", later,
+                   self.directory, step)
 
   def wait(self):
     self.manager.wait_until_finished()

@@ -1,100 +1,65 @@
-"""`TrainConfig`: everything a pretraining run needs, as a plain dataclass.
-
-Experiments build it from an ml_collections ConfigDict (`TrainConfig.from_dict
-(config.to_dict())`); the library itself never imports ml_collections.
-Unknown keys are errors, so a typo in a config file or an override fails
-before any work is done.
-"""
+"""`LoopConfig`: the settings of `glomo_jax.train.loop.run` that every task shares."""
 from __future__ import annotations
 
 import dataclasses
-from typing import Any
 
-from glomo_jax.config import ModelConfig
+MODES = ("min", "max")
 
 
 @dataclasses.dataclass(frozen=True)
-class TrainConfig:
-  """Pretraining settings (authors' values in brackets).
+class LoopConfig:
+  """How long to train, how often to report, evaluate and save, and how
+  evaluations steer the run.
 
   Attributes:
-    model: the ModelConfig; its vocab_size is replaced by the tokenizer's.
-    corpus: a glomo_jax.data.CorpusSpec as a dict (source 'synthetic',
-      'files' or 'tfds' and its fields).
-    tokenizer_path: an existing SentencePiece model to use; None trains one
-      on a sample of the corpus (or, for the synthetic corpus, builds its
-      one-piece-per-word model). Saved in the workdir either way.
-    vocab_size: SentencePiece vocabulary to train (reserved ids included).
-    tokenizer_model_type: 'unigram', 'bpe', 'word' or 'char'.
-    tokenizer_sample_chars: characters of the corpus sample it is trained on.
-    heldout_fraction: share of documents held out for evaluation.
-    batch_size: global windows per step [32]. bptt: window length [200].
-    shift: distance between window starts [100].
-    optimizer: 'sgd' [authors] or 'adam'. learning_rate [8.0], momentum [0.2],
-      clip_norm: global gradient norm [0.25]; weight_decay (adam only).
-    plateau_patience: evaluations without improvement before the learning
-      rate is multiplied by plateau_factor [3, 0.5]; 0 disables.
-    num_steps, log_every, eval_every, eval_batches (0 = the whole held-out
-      split), checkpoint_every, keep_checkpoints.
-    seed: parameters, sampled positions and data order.
-    mesh_data, mesh_fsdp: mesh shape; -1 = all remaining devices.
-    export: write the frozen graph predictor to <workdir>/export at the end.
+    num_steps: training steps in all (a resumed run continues to it).
+    log_every: steps between progress lines and TensorBoard points (also at
+      the first step, every evaluation and every save); the reported train
+      metrics are means over the steps since the previous report.
+    eval_every: steps between evaluations of the task's eval splits (and at
+      the last step).
+    checkpoint_every: steps between checkpoints (and at the last step, an
+      early stop and a preemption). keep_checkpoints: how many are kept.
+    seed: parameters, per-step rngs (dropout, sampled positions).
+    mesh_data, mesh_fsdp: the mesh's shape; -1 = all remaining devices.
+    select_metric: '<split>/<metric>' that ranks evaluations (None: none);
+      select_mode: 'min' or 'max'.
+    patience: stop after this many evaluations without a better
+      select_metric (None: never stop early).
+    keep_best: save the variables of the best evaluation in <workdir>/best.
+    plateau_patience, plateau_factor: multiply the learning rate by
+      plateau_factor after plateau_patience evaluations without a better
+      select_metric (0: off); counted again from each cut.
+    compile_fast: cheap XLA compiles (CPU tests and smoke runs).
+    compilation_cache_dir: JAX's persistent compilation cache (None: off).
   """
-  model: ModelConfig = ModelConfig()
-  corpus: dict = dataclasses.field(default_factory=lambda: {"source": "synthetic"})
-  tokenizer_path: str | None = None
-  vocab_size: int = 8000
-  tokenizer_model_type: str = "unigram"
-  tokenizer_sample_chars: int = 5_000_000
-  heldout_fraction: float = 0.02
-  batch_size: int = 32
-  bptt: int = 200
-  shift: int = 100
-  optimizer: str = "sgd"
-  learning_rate: float = 8.0
-  momentum: float = 0.2
-  clip_norm: float = 0.25
-  weight_decay: float = 0.0
-  plateau_patience: int = 3
-  plateau_factor: float = 0.5
-  num_steps: int = 1000
-  log_every: int = 10
-  eval_every: int = 200
-  eval_batches: int = 20
-  checkpoint_every: int = 200
+  num_steps: int
+  log_every: int = 100
+  eval_every: int = 1000
+  checkpoint_every: int = 1000
   keep_checkpoints: int = 3
   seed: int = 0
   mesh_data: int = -1
   mesh_fsdp: int = 1
-  export: bool = True
+  select_metric: str | None = None
+  select_mode: str = "min"
+  patience: int | None = None
+  keep_best: bool = False
+  plateau_patience: int = 0
+  plateau_factor: float = 0.5
+  compile_fast: bool = False
+  compilation_cache_dir: str | None = None
 
   def __post_init__(self):
-    if self.optimizer not in ("sgd", "adam"):
-      raise ValueError(f"optimizer {self.optimizer!r} is not one of ['sgd', 'adam']")
-    for name in ("batch_size", "bptt", "shift", "num_steps", "log_every", "eval_every",
-                 "checkpoint_every", "keep_checkpoints"):
+    for name in ("num_steps", "log_every", "eval_every", "checkpoint_every",
+                 "keep_checkpoints"):
       if getattr(self, name) < 1:
-        raise ValueError(f"TrainConfig.{name} must be >= 1, got {getattr(self, name)}")
-    if self.bptt <= self.model.context_length:
-      raise ValueError(f"bptt={self.bptt} must exceed the model's context_length "
-                       f"{self.model.context_length}")
-    if not 0 <= self.heldout_fraction < 1:
-      raise ValueError(f"heldout_fraction must be in [0, 1), got {self.heldout_fraction}")
-
-  def to_dict(self) -> dict:
-    d = dataclasses.asdict(self)
-    d["model"] = self.model.to_dict()
-    return d
-
-  @classmethod
-  def from_dict(cls, values: dict[str, Any]) -> "TrainConfig":
-    values = dict(values)
-    known = {f.name for f in dataclasses.fields(cls)}
-    unknown = sorted(set(values) - known)
-    if unknown:
-      raise ValueError(f"unknown TrainConfig fields {unknown}; known: {sorted(known)}")
-    if isinstance(values.get("model"), dict):
-      values["model"] = ModelConfig.from_dict(values["model"])
-    if "corpus" in values:
-      values["corpus"] = dict(values["corpus"])
-    return cls(**values)
+        raise ValueError(f"{name} must be >= 1, got {getattr(self, name)}")
+    if self.select_mode not in MODES:
+      raise ValueError(f"select_mode {self.select_mode!r} is not one of {list(MODES)}")
+    if self.patience is not None and self.patience < 1:
+      raise ValueError(f"patience must be >= 1 or None, got {self.patience}")
+    steering = self.patience is not None or self.keep_best or self.plateau_patience > 0
+    if steering and not self.select_metric:
+      raise ValueError("patience, keep_best and plateau_patience need a select_metric "
+                       "('<split>/<metric>')")

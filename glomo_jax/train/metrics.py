@@ -24,10 +24,6 @@ class MetricWriter:
       self.writer.add_scalar(prefix + k, float(v), step)
     self.writer.flush()
 
-  def text(self, step: int, tag: str, value: str) -> None:
-    if self.writer is not None:
-      self.writer.add_text(tag, value, step)
-
   def close(self):
     if self.writer is not None:
       self.writer.close()

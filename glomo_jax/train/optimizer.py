@@ -1,10 +1,10 @@
-"""Optimisers: the authors' SGD and Adam, with a plateau learning-rate scale.
+"""Optimisers: the authors' SGD and Adam.
 
 Authors: SGD lr 8.0, momentum 0.2 (PyTorch semantics: buf = m·buf + g,
 p −= lr·buf), gradients clipped to global norm 0.25, lr halved after 3
-evaluations without improvement. The learning rate is a base value times a
-scale kept in the train state (`lr_scale`), so the plateau rule survives
-checkpoints and the optimiser itself stays a plain optax transformation.
+evaluations without improvement. The halving is the loop's plateau rule
+(`LoopConfig.plateau_patience`): the train state's `lr_scale` multiplies
+every update, so the optimiser itself stays a plain optax transformation.
 """
 from __future__ import annotations
 
@@ -26,21 +26,3 @@ def make_optimizer(name: str = "sgd", learning_rate: float = 8.0,
   if clip_norm and clip_norm > 0:
     return optax.chain(optax.clip_by_global_norm(clip_norm), opt)
   return opt
-
-
-class PlateauRule:
-  """Halve (×factor) the learning rate after `patience` evaluations without
-  improvement of the evaluation loss (the authors' schedule). Host-side logic
-  on the values stored in the train state."""
-
-  def __init__(self, patience: int = 3, factor: float = 0.5, min_scale: float = 1e-4):
-    self.patience, self.factor, self.min_scale = patience, factor, min_scale
-
-  def update(self, eval_loss: float, best: float, bad: int, scale: float):
-    """Returns new (best, bad, scale)."""
-    if eval_loss < best:
-      return eval_loss, 0, scale
-    bad += 1
-    if self.patience > 0 and bad >= self.patience:
-      return best, 0, max(scale * self.factor, self.min_scale)
-    return best, bad, scale

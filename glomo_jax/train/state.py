@@ -11,17 +11,16 @@ import optax
 
 @flax.struct.dataclass
 class TrainState:
-  """step: int32 scalar; params, batch_stats, opt_state: pytrees; rng: raw
-  uint32 key data of the run's base key (each step folds its step number in);
-  lr_scale, best_eval, bad_evals: the plateau rule's state."""
+  """step: int32 scalar; params, batch_stats (the model's other variables,
+  e.g. BatchNorm statistics; {} without), opt_state: pytrees; rng: raw uint32
+  key data of the run's base key (each step folds its step number in);
+  lr_scale: float32 scalar multiplying every update (the plateau rule)."""
   step: jax.Array
   params: Any
   batch_stats: Any
   opt_state: Any
   rng: jax.Array
   lr_scale: jax.Array
-  best_eval: jax.Array
-  bad_evals: jax.Array
 
   @classmethod
   def create(cls, variables, tx: optax.GradientTransformation, rng: jax.Array) -> "TrainState":
@@ -31,12 +30,9 @@ class TrainState:
                opt_state=tx.init(params),
                rng=jax.random.key_data(rng) if jnp.issubdtype(rng.dtype, jax.dtypes.prng_key)
                else rng,
-               lr_scale=jnp.ones((), jnp.float32),
-               best_eval=jnp.full((), jnp.inf, jnp.float32),
-               bad_evals=jnp.zeros((), jnp.int32))
+               lr_scale=jnp.ones((), jnp.float32))
 
   @property
-  def variables(self):
-    if self.batch_stats:
-      return {"params": self.params, "batch_stats": self.batch_stats}
-    return {"params": self.params}
+  def variables(self) -> dict:
+    """{'params', 'batch_stats'}: what the model's apply reads."""
+    return {"params": self.params, "batch_stats": self.batch_stats}

@@ -1,38 +1,50 @@
-"""Train and eval steps (pure functions; the trainer jits them with shardings)."""
+"""The generic train step (pure; the loop jits it with shardings)."""
 from __future__ import annotations
 
+import functools
+from typing import Sequence
+
 import jax
-import jax.numpy as jnp
 import optax
 
-from glomo_jax.models.glomo import GLoMo
 from glomo_jax.train.state import TrainState
 
 
-def step_rngs(state: TrainState) -> dict:
-  """Per-step rngs: the run's key with the step folded in (resume-exact)."""
+def step_rngs(state: TrainState, streams: Sequence[str]) -> dict:
+  """Per-step rngs {stream: key}: the run's key with the step folded in, split
+  once per stream (resume-exact)."""
   key = jax.random.fold_in(jax.random.wrap_key_data(state.rng), state.step)
-  sample, dropout = jax.random.split(key)
-  return {"sample": sample, "dropout": dropout}
+  return dict(zip(streams, jax.random.split(key, len(streams))))
 
 
-def train_step(model: GLoMo, tx: optax.GradientTransformation, state: TrainState,
-               batch: dict):
-  """One update. batch: tokens int32 [B, T], optional mask [B, T].
+def create_state(task, tx: optax.GradientTransformation, rng: jax.Array) -> TrainState:
+  """The initial state: `task.init_variables` from the first half of `rng`,
+  the run's per-step key from the second."""
+  params_rng, run_rng = jax.random.split(rng)
+  return TrainState.create(task.init_variables(params_rng), tx, run_rng)
 
-  Returns (new state, metrics): loss, loss_fw, loss_bw, tokens, grad_norm
-  (before clipping), param_norm (after the update), lr.
+
+def init_state(task, tx: optax.GradientTransformation, rng: jax.Array, out_shardings=None,
+               compiler_options: dict | None = None) -> TrainState:
+  """`create_state` jitted with `out_shardings` and compiled with
+  `compiler_options` (`glomo_jax.tuning.compiler_options(..., one_off=True)`)."""
+  init = functools.partial(create_state, task, tx)
+  jitted = jax.jit(init) if out_shardings is None else jax.jit(init, out_shardings=out_shardings)
+  return jitted.lower(rng).compile(compiler_options=compiler_options)(rng)
+
+
+def train_step(task, tx: optax.GradientTransformation, state: TrainState, batch: dict):
+  """One update of `task.loss` on a batch.
+
+  Returns (new state, metrics): the task's metrics plus grad_norm (before
+  clipping), param_norm (after the update) and lr_scale.
   """
-  mask = batch.get("mask")
+  rngs = step_rngs(state, task.rng_streams)
 
   def loss_fn(params):
-    variables = {"params": params}
-    if state.batch_stats:
-      variables["batch_stats"] = state.batch_stats
-    (loss, metrics), updates = model.apply(
-        variables, batch["tokens"], mask, train=True, rngs=step_rngs(state),
-        mutable=["batch_stats"])
-    return loss, (metrics, updates.get("batch_stats", state.batch_stats))
+    loss, metrics, batch_stats = task.loss(
+        {"params": params, "batch_stats": state.batch_stats}, batch, rngs)
+    return loss, (metrics, batch_stats)
 
   (_, (metrics, batch_stats)), grads = jax.value_and_grad(loss_fn, has_aux=True)(state.params)
   updates, opt_state = tx.update(grads, state.opt_state, state.params)
@@ -43,11 +55,3 @@ def train_step(model: GLoMo, tx: optax.GradientTransformation, state: TrainState
   new_state = state.replace(step=state.step + 1, params=params, batch_stats=batch_stats,
                             opt_state=opt_state)
   return new_state, metrics
-
-
-def eval_step(model: GLoMo, state: TrainState, batch: dict) -> dict:
-  """Loss sums of one held-out batch (BatchNorm running statistics), for
-  accumulation: {'loss_sum': Σ CE·tokens, 'tokens': count}."""
-  loss, metrics = model.apply(state.variables, batch["tokens"], batch.get("mask"),
-                              train=False, rngs=step_rngs(state))
-  return {"loss_sum": loss * metrics["tokens"], "tokens": metrics["tokens"]}

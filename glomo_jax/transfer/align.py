@@ -32,6 +32,8 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from glomo_jax.io import round_up
+
 
 def piece_to_unit(word_start, num_pieces: int) -> np.ndarray:
   """Unit index of each piece, from `Tokenizer.encode_words`'s word_start.
@@ -95,10 +97,6 @@ def align_graphs(graphs, unit_of_piece, num_units: int, *,
 _align_jit = jax.jit(align_graphs, static_argnames=("num_units", "self_loops"))
 
 
-def _round_up(n: int, multiple: int) -> int:
-  return max(multiple, -(-n // multiple) * multiple)
-
-
 def encode_word_lists(tokenizer, word_lists: Sequence[Sequence[str]], max_words: int,
                       *, max_pieces: int | None = None, pad_multiple: int = 16
                       ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
@@ -129,7 +127,7 @@ def encode_word_lists(tokenizer, word_lists: Sequence[Sequence[str]], max_words:
     encoded.append((ids[:n], starts, len(words)))
   if not encoded:
     raise ValueError("word_graphs needs at least one example")
-  length = _round_up(max(len(ids) for ids, _, _ in encoded), pad_multiple)
+  length = round_up(max(1, max(len(ids) for ids, _, _ in encoded)), pad_multiple)
   batch = len(encoded)
   tokens = np.full((batch, length), tokenizer.pad_id, np.int32)
   piece_mask = np.zeros((batch, length), bool)

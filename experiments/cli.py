@@ -1,0 +1,80 @@
+"""What every entry point shares: `run(main)` instead of `app.run(main)`.
+
+* A user's mistake (a ValueError, an OSError such as a missing file, a
+  checkpoint that cannot be restored, a non-finite loss, a missing optional
+  package, a flag or `--config.` override that does not parse) is printed as
+  one line, ``error: <what is wrong and how to fix it>``, and the program
+  exits with status 1. `--debug` shows the traceback instead.
+* Orbax's per-save INFO chatter stays out of the console (warnings stay).
+"""
+from __future__ import annotations
+
+import logging
+import re
+import sys
+
+from absl import app, flags
+
+from glomo_jax.train.loop import NonFiniteLossError, UnrestorableCheckpointError
+
+DEBUG = flags.DEFINE_bool("debug", False, "On an error, show the traceback instead of one line.")
+
+USER_ERRORS = (ValueError, OSError, ImportError, UnrestorableCheckpointError,
+               NonFiniteLossError)
+
+
+def one_line(error: BaseException) -> str:
+  """The error's message on one line: ml_collections' "did you mean" kept, a
+  traceback quoted inside the message (a config file's error) reduced to its
+  last line."""
+  text = str(error)
+  if "Traceback (most recent call last)" in text:
+    head = text[:text.index("Traceback (most recent call last)")]
+    last = [line for line in text.splitlines() if line.strip()][-1].strip()
+    text = f"{head}{last}"
+  if isinstance(error, (KeyError, AttributeError)):
+    text = text.replace("\\'", "'").strip("'\"")
+    unknown = re.match(r"'?([\w.]+)'?\s*\\?n?\s*Did you mean (.*)", text, re.S)
+    if unknown:
+      return f"unknown config field {unknown.group(1)!r} (did you mean {unknown.group(2)})"
+  return " ".join(text.split()) or type(error).__name__
+
+
+def _fail(message: str) -> None:
+  print(f"error: {message}", file=sys.stderr)
+  sys.exit(1)
+
+
+def _parse_flags(argv: list[str]) -> list[str]:
+  try:
+    return flags.FLAGS(argv)
+  except Exception as e:  # noqa: BLE001 (config files run arbitrary code while parsing)
+    if "--debug" in argv:
+      raise
+    _fail(f"{one_line(e)} (in the command-line flags; --helpfull lists them)")
+    raise
+
+
+class _QuietLibraries(logging.Filter):
+  """Keeps orbax's per-save INFO chatter out of the console (warnings stay)."""
+
+  def filter(self, record):
+    return record.levelno >= logging.WARNING or "/orbax/" not in record.pathname
+
+
+def quiet_libraries() -> None:
+  for handler in logging.getLogger().handlers + logging.getLogger("absl").handlers:
+    handler.addFilter(_QuietLibraries())
+
+
+def run(main) -> None:
+  """`absl.app.run(main)` with the behaviour of the module docstring."""
+  def wrapped(argv):
+    quiet_libraries()
+    try:
+      return main(argv)
+    except USER_ERRORS as e:
+      if DEBUG.value:
+        raise
+      _fail(f"{one_line(e)} (--debug shows the traceback)")
+  app.run(wrapped, flags_parser=_parse_flags)

@@ -1,0 +1,111 @@
+"""`PretrainConfig`: everything a pretraining run needs, as a plain dataclass.
+
+Experiments build it from an ml_collections ConfigDict
+(`PretrainConfig.from_dict(config.to_dict())`); the library itself never
+imports ml_collections. Unknown keys are errors, so a typo in a config file
+or an override fails before any work is done.
+"""
+from __future__ import annotations
+
+import dataclasses
+from typing import Any, Mapping
+
+from glomo_jax.config import ModelConfig, from_dict
+from glomo_jax.data.corpus import CorpusSpec
+from glomo_jax.train.config import LoopConfig
+
+OPTIMIZERS = ("sgd", "adam")
+
+
+@dataclasses.dataclass(frozen=True)
+class PretrainConfig:
+  """Pretraining settings (authors' values in brackets).
+
+  Attributes:
+    model: the ModelConfig; its vocab_size is replaced by the tokenizer's.
+    corpus: where the documents come from (`glomo_jax.data.CorpusSpec`).
+    tokenizer_path: an existing SentencePiece model to use; None trains one
+      on a sample of the corpus (or, for the synthetic corpus, builds its
+      one-piece-per-word model). Saved in the workdir either way.
+    vocab_size: SentencePiece vocabulary to train (reserved ids included).
+    tokenizer_model_type: 'unigram', 'bpe', 'word' or 'char'.
+    tokenizer_sample_chars: characters of the corpus sample it is trained on.
+    heldout_fraction: share of documents held out for evaluation.
+    batch_size: global windows per step [32]. bptt: window length [200].
+    shift: distance between window starts [100].
+    optimizer: 'sgd' [authors] or 'adam'. learning_rate [8.0], momentum [0.2],
+      clip_norm: global gradient norm [0.25]; weight_decay (adam only).
+    plateau_patience: evaluations without a better held-out loss before the
+      learning rate is multiplied by plateau_factor [3, 0.5]; 0 disables.
+    num_steps, log_every, eval_every, eval_batches (0 = the whole held-out
+      split), checkpoint_every, keep_checkpoints: see `LoopConfig`.
+    seed: parameters, sampled positions and data order.
+    mesh_data, mesh_fsdp: mesh shape; -1 = all remaining devices.
+    export: write the frozen graph predictor to <workdir>/export at the end.
+  """
+  model: ModelConfig = ModelConfig()
+  corpus: CorpusSpec = CorpusSpec()
+  tokenizer_path: str | None = None
+  vocab_size: int = 8000
+  tokenizer_model_type: str = "unigram"
+  tokenizer_sample_chars: int = 5_000_000
+  heldout_fraction: float = 0.02
+  batch_size: int = 32
+  bptt: int = 200
+  shift: int = 100
+  optimizer: str = "sgd"
+  learning_rate: float = 8.0
+  momentum: float = 0.2
+  clip_norm: float = 0.25
+  weight_decay: float = 0.0
+  plateau_patience: int = 3
+  plateau_factor: float = 0.5
+  num_steps: int = 1000
+  log_every: int = 10
+  eval_every: int = 200
+  eval_batches: int = 20
+  checkpoint_every: int = 200
+  keep_checkpoints: int = 3
+  seed: int = 0
+  mesh_data: int = -1
+  mesh_fsdp: int = 1
+  export: bool = True
+
+  def __post_init__(self):
+    if isinstance(self.model, Mapping):
+      object.__setattr__(self, "model", ModelConfig.from_dict(self.model))
+    if isinstance(self.corpus, Mapping):
+      object.__setattr__(self, "corpus", CorpusSpec.from_dict(self.corpus))
+    if self.optimizer not in OPTIMIZERS:
+      raise ValueError(f"optimizer {self.optimizer!r} is not one of {list(OPTIMIZERS)}")
+    for name in ("batch_size", "bptt", "shift", "num_steps", "log_every", "eval_every",
+                 "checkpoint_every", "keep_checkpoints", "vocab_size"):
+      if getattr(self, name) < 1:
+        raise ValueError(f"PretrainConfig.{name} must be >= 1, got {getattr(self, name)}")
+    if self.bptt <= self.model.context_length:
+      raise ValueError(f"bptt={self.bptt} must exceed the model's context_length "
+                       f"{self.model.context_length}")
+    if not 0 <= self.heldout_fraction < 1:
+      raise ValueError(f"heldout_fraction must be in [0, 1), got {self.heldout_fraction}")
+
+  def to_dict(self) -> dict:
+    d = dataclasses.asdict(self)
+    d["model"] = self.model.to_dict()
+    d["corpus"] = self.corpus.to_dict()
+    return d
+
+  @classmethod
+  def from_dict(cls, values: Mapping[str, Any]) -> "PretrainConfig":
+    return from_dict(cls, values)
+
+  def loop_config(self, **changes) -> LoopConfig:
+    """The loop's settings: evaluation on the held-out split (if any) ranks
+    steps by its loss and drives the plateau rule."""
+    heldout = self.heldout_fraction > 0
+    return dataclasses.replace(LoopConfig(
+        num_steps=self.num_steps, log_every=self.log_every, eval_every=self.eval_every,
+        checkpoint_every=self.checkpoint_every, keep_checkpoints=self.keep_checkpoints,
+        seed=self.seed, mesh_data=self.mesh_data, mesh_fsdp=self.mesh_fsdp,
+        select_metric="heldout/loss" if heldout else None, select_mode="min",
+        plateau_patience=self.plateau_patience if heldout else 0,
+        plateau_factor=self.plateau_factor), **changes)

@@ -1,0 +1,66 @@
+"""GLoMo's pretraining objective as the model side of a loop task.
+
+`GLoMoObjective` holds what the training loop needs from a model: its
+variables, its optimiser, its loss on a batch of windows, and the held-out
+loss sums. `PretrainingTask` adds the corpus; the step benchmark and the
+sharding tests train the objective on batches of their own with
+`glomo_jax.train.create_state` and `train_step`.
+"""
+from __future__ import annotations
+
+import jax
+import jax.numpy as jnp
+import optax
+
+from glomo_jax.config import ModelConfig
+from glomo_jax.models.glomo import GLoMo
+from glomo_jax.train.task import Task
+
+
+class GLoMoObjective(Task):
+  """GLoMo on windows of `bptt` tokens; batches {'tokens', 'mask'} int32 [B, T].
+
+  Args:
+    model_config: the model (its vocab_size is the embedding's).
+    bptt: window length T (the variables are initialised at that length).
+    tx: the optimiser.
+    split_batch_scores: `GLoMo.split_batch_scores` (`glomo_jax.tuning`).
+    with_graphs: `eval_step` also returns the forward graphs.
+
+  Attributes:
+    model, eval_model: GLoMo with the configured sampled positions, and with
+      every position decoded (held-out loss).
+  """
+  rng_streams = ("sample", "dropout")
+
+  def __init__(self, model_config: ModelConfig, bptt: int, tx: optax.GradientTransformation,
+               *, split_batch_scores: bool = False, with_graphs: bool = False):
+    self.model_config, self.bptt, self.tx, self.with_graphs = model_config, bptt, tx, with_graphs
+    self.model = GLoMo(model_config, split_batch_scores)
+    self.eval_model = GLoMo(model_config.replace(sample_positions=0), split_batch_scores)
+
+  def init_variables(self, rng):
+    tokens = jnp.zeros((1, self.bptt), jnp.int32)
+    everywhere = jnp.arange(self.bptt - self.model_config.context_length)
+    return self.model.init(rng, tokens, train=False, positions=(everywhere, everywhere))
+
+  def optimizer(self):
+    return self.tx
+
+  def loss(self, variables, batch, rngs):
+    (loss, metrics), updates = self.model.apply(
+        variables, batch["tokens"], batch.get("mask"), train=True, rngs=rngs,
+        mutable=["batch_stats"])
+    return loss, metrics, updates.get("batch_stats", variables["batch_stats"])
+
+  def eval_step(self, variables, batch):
+    """Loss sums (running BatchNorm statistics, every position) and, with
+    `with_graphs`, the forward graphs [B, L, K, T, T]."""
+    tokens, mask = batch["tokens"], batch.get("mask")
+    rngs = {name: jax.random.PRNGKey(0) for name in self.rng_streams}  # nothing is drawn
+    loss, metrics = self.eval_model.apply(variables, tokens, mask, train=False, rngs=rngs)
+    out = {"loss_sum": loss * metrics["tokens"], "tokens": metrics["tokens"]}
+    if self.with_graphs:
+      graphs = self.eval_model.apply(variables, tokens, mask, method=GLoMo.graphs)
+      out["graphs"] = graphs[:, :self.model_config.num_graph_layers]
+    return out

@@ -1,0 +1,210 @@
+"""Text pretraining as a task of the training loop: corpus → tokenizer →
+windows → GLoMo's loss; evaluation on held-out windows; the planted-arc
+scores on the built-in corpus; the frozen graph predictor exported at the end.
+
+`train_and_evaluate(config, workdir)` is the whole run. The tokenizer is
+saved in the workdir on the first run and reused by every resume and by the
+export; `config.json` records the run's config once the workdir's
+checkpoints are known to fit it.
+"""
+from __future__ import annotations
+
+import json
+import logging
+import os
+from typing import Any
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+from jax.experimental import multihost_utils
+
+from glomo_jax import tuning
+from glomo_jax.data import Tokenizer, pretraining_data
+from glomo_jax.data.corpus import CorpusError, iter_documents
+from glomo_jax.data.synthetic import vocabulary as synthetic_vocabulary
+from glomo_jax.data.tokenizer import train_tokenizer, train_word_tokenizer
+from glomo_jax.eval.arcs import ArcAccumulator
+from glomo_jax.pretraining.config import PretrainConfig
+from glomo_jax.pretraining.objective import GLoMoObjective
+from glomo_jax.train import loop
+from glomo_jax.train.optimizer import make_optimizer
+from glomo_jax.train.task import RunContext, RunEval
+
+logger = logging.getLogger("glomo_jax.train")
+
+TOKENIZER_FILE = "tokenizer.model"
+CONFIG_FILE = "config.json"
+ARC_FILE = "arc_scores.json"
+HELDOUT = "heldout"
+
+
+def prepare_tokenizer(config: PretrainConfig, workdir: str) -> Tokenizer:
+  """The run's tokenizer: the one saved in the workdir, else the configured
+  file, else trained on a sample of the corpus; saved in the workdir."""
+  path = os.path.join(workdir, TOKENIZER_FILE)
+  if os.path.exists(path):
+    return Tokenizer.load(path)
+  spec = config.corpus
+  if config.tokenizer_path:
+    tokenizer = Tokenizer.load(config.tokenizer_path)
+  elif spec.source == "synthetic":
+    tokenizer = train_word_tokenizer(synthetic_vocabulary(), os.path.join(workdir, "spm_tmp/"))
+  else:
+    logger.info("training a %d-piece SentencePiece model on up to %d characters of %s",
+                config.vocab_size, config.tokenizer_sample_chars, spec.describe())
+    try:
+      tokenizer = train_tokenizer(iter_documents(spec), config.vocab_size,
+                                  os.path.join(workdir, "spm_tmp/"),
+                                  sample_chars=config.tokenizer_sample_chars,
+                                  model_type=config.tokenizer_model_type)
+    except CorpusError:
+      raise
+    except ValueError as e:  # the tokenizer's complaints, about this corpus
+      raise ValueError(f"{spec.describe()}: {e}") from None
+  tokenizer.save(path)
+  return tokenizer
+
+
+class _TrainWindows:
+  """The training windows as the loop's batches: {'tokens', 'mask'} int32."""
+
+  def __init__(self, windows):
+    self.windows = windows
+
+  def __iter__(self):
+    return self
+
+  def __next__(self) -> dict:
+    batch = next(self.windows)
+    return {"tokens": batch["tokens"].astype(np.int32), "mask": batch["mask"].astype(np.int32)}
+
+  def state(self) -> dict:
+    return self.windows.state()
+
+  def restore(self, state) -> None:
+    self.windows.restore(state)
+
+
+class PretrainingTask(GLoMoObjective):
+  """GLoMo pretraining on a text corpus (see the module docstring).
+
+  Attributes:
+    config: the PretrainConfig. workdir: the run directory.
+    tokenizer, data: the run's tokenizer and `PretrainingData`.
+    model_config: config.model with the tokenizer's vocabulary size.
+  """
+  log_metrics = ("loss", "loss_fw", "loss_bw", "arc_predicting_best", "arc_predicting_chance",
+                 "arc_own_best")
+
+  def __init__(self, config: PretrainConfig, workdir: str, *, split_batch_scores: bool = False):
+    self.config, self.workdir = config, workdir
+    os.makedirs(workdir, exist_ok=True)
+    self.tokenizer = prepare_tokenizer(config, workdir)
+    self.data = pretraining_data(
+        config.corpus, self.tokenizer, batch_size=config.batch_size, bptt=config.bptt,
+        shift=config.shift, seed=config.seed, heldout_fraction=config.heldout_fraction,
+        cache_dir=os.path.join(workdir, "cache"), process_index=jax.process_index(),
+        process_count=jax.process_count())
+    eval_stream = self.data.eval_stream
+    logger.info("corpus: %d training tokens in %d windows; %s held-out tokens; vocabulary %d",
+                self.data.train_stream.num_tokens, self.data.train.num_windows,
+                eval_stream.num_tokens if eval_stream is not None else 0,
+                self.tokenizer.vocab_size)
+    self.has_arcs = self.data.train_stream.has_arcs
+    super().__init__(config.model.replace(vocab_size=self.tokenizer.vocab_size), config.bptt,
+                     make_optimizer(config.optimizer, config.learning_rate, config.momentum,
+                                    config.clip_norm, weight_decay=config.weight_decay),
+                     split_batch_scores=split_batch_scores, with_graphs=self.has_arcs)
+    self.eval_splits = (HELDOUT,) if eval_stream is not None else ()
+    self.tokens_per_batch = config.batch_size * config.bptt
+    logger.info("model config: %s", self.model_config)
+
+  # ---- data -------------------------------------------------------------------
+  def train_batches(self):
+    return _TrainWindows(self.data.train)
+
+  def batch_spec(self):
+    shape = jax.ShapeDtypeStruct((self.config.batch_size, self.config.bptt), jnp.int32)
+    return {"tokens": shape, "mask": shape}
+
+  # ---- evaluation -------------------------------------------------------------
+  def evaluate(self, split: str, run_eval: RunEval) -> dict[str, Any]:
+    """Held-out loss per predicted token (and arc scores on the built-in
+    corpus) over the first `eval_batches` batches (0: all)."""
+    loss_sum = tokens = 0.0
+    arcs = ArcAccumulator()
+    for i, batch in enumerate(self.data.eval_iterator()):
+      if self.config.eval_batches and i >= self.config.eval_batches:
+        break
+      out = run_eval({"tokens": batch["tokens"].astype(np.int32),
+                      "mask": batch["mask"].astype(np.int32)})
+      loss_sum += float(out["loss_sum"])
+      tokens += float(out["tokens"])
+      if self.has_arcs:
+        arcs.add(out["graphs"],
+                 multihost_utils.process_allgather(batch["arc_source"], tiled=True))
+    result = {"loss": loss_sum / max(tokens, 1.0), "tokens": tokens}
+    if self.has_arcs:
+      result.update({f"arc_{k}": v for k, v in arcs.result().items()})
+    return result
+
+  # ---- hooks ------------------------------------------------------------------
+  def _arc_record(self) -> dict:
+    path = os.path.join(self.workdir, ARC_FILE)
+    if not os.path.exists(path):
+      return {}
+    with open(path) as f:
+      return json.load(f)
+
+  def _write_arc_record(self, ctx: RunContext, record: dict) -> None:
+    if ctx.is_main and record:
+      with open(os.path.join(self.workdir, ARC_FILE), "w") as f:
+        json.dump(record, f, indent=2)
+
+  def on_start(self, ctx: RunContext) -> None:
+    if ctx.is_main:  # written once the run is known to fit the workdir's checkpoints
+      with open(os.path.join(self.workdir, CONFIG_FILE), "w") as f:
+        json.dump(self.config.to_dict(), f, indent=2)
+    record = self._arc_record()
+    if self.has_arcs and self.eval_splits and "untrained" not in record and int(ctx.state.step) == 0:
+      record["untrained"] = _arcs(ctx.evaluate(HELDOUT))
+      self._write_arc_record(ctx, record)
+
+  def on_end(self, ctx: RunContext) -> dict:
+    out: dict[str, Any] = {}
+    record = self._arc_record()
+    if self.has_arcs and ctx.history and HELDOUT in ctx.history[-1]:
+      record["final"] = dict(_arcs(ctx.history[-1][HELDOUT]), step=ctx.history[-1]["step"])
+      self._write_arc_record(ctx, record)
+    out["arcs"] = record
+    if self.config.export:
+      from glomo_jax.export import export_graph_predictor  # noqa: PLC0415 (optional piece)
+      # every process takes part (sharded arrays are gathered); process 0 writes
+      out["export"] = export_graph_predictor(
+          os.path.join(self.workdir, "export"), self.model_config, ctx.state.variables,
+          self.tokenizer, metadata={"step": int(ctx.state.step),
+                                    "workdir": os.path.abspath(self.workdir)},
+          overwrite=True)
+    return out
+
+
+def _arcs(metrics: dict) -> dict:
+  return {k[len("arc_"):]: v for k, v in metrics.items() if k.startswith("arc_")}
+
+
+def train_and_evaluate(config: PretrainConfig, workdir: str, *,
+                       compilation_cache_dir: str | None = None, devices=None) -> dict[str, Any]:
+  """Runs (or resumes) a pretraining run in `workdir`.
+
+  Returns the loop's summary (`glomo_jax.train.loop.run`) plus 'arcs' (the
+  planted-arc scores, untrained and final, on the built-in corpus) and
+  'export' (the export's path, when config.export). A SIGTERM at any
+  moment leads to a checkpoint after the current step and a return with
+  summary['preempted'] = True (no export).
+  """
+  devices = jax.devices() if devices is None else list(devices)
+  task = PretrainingTask(config, workdir,
+                         split_batch_scores=tuning.split_batch_scores(devices))
+  return loop.run(task, config.loop_config(compilation_cache_dir=compilation_cache_dir),
+                  workdir, devices=devices)

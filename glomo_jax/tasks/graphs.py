@@ -1,0 +1,88 @@
+"""Word graphs of a task's examples, for the GLoMo variants of the task models.
+
+Graphs are model inputs ([B, 2L, K, W, W] per text field, word level, [..,
+target, source]); the frozen predictor never receives a gradient. They are
+computed once per (export, split, text field, options) into the one graph
+cache of the library (`glomo_jax.transfer.cache`, on disk and memory-mapped)
+and gathered per batch by the examples' positions in their split.
+"""
+from __future__ import annotations
+
+from typing import Mapping, Sequence
+
+import numpy as np
+
+from glomo_jax.tasks.datasets import TaskData
+from glomo_jax.transfer.cache import WordGraphCache, cached_word_graphs
+
+
+def fit_graphs(graphs: np.ndarray, length: int) -> np.ndarray:
+  """[B, 2L, K, W, W] → [B, 2L, K, length, length]: zero-padded or cropped.
+
+  Cropping is only exact when nothing beyond `length` carries weight, i.e.
+  the texts have at most `length` words (then those rows/columns are padding).
+  """
+  graphs = np.asarray(graphs)
+  w = graphs.shape[-1]
+  if w == length:
+    return graphs
+  if w > length:
+    return graphs[..., :length, :length]
+  pad = [(0, 0)] * (graphs.ndim - 2) + [(0, length - w), (0, length - w)]
+  return np.pad(graphs, pad)
+
+
+class TaskGraphs:
+  """The graph caches of a task: one `WordGraphCache` per split and text field.
+
+  Attributes:
+    caches: {split: {field: WordGraphCache}}.
+    graph_prefix: (2L, K) of every graph.
+  """
+
+  def __init__(self, caches: Mapping[str, Mapping[str, WordGraphCache]]):
+    self.caches = {s: dict(f) for s, f in caches.items()}
+    prefixes = {c.graph_prefix for fields in self.caches.values() for c in fields.values()}
+    if len(prefixes) != 1:
+      raise ValueError(f"the graph caches disagree on [2L, K]: {sorted(prefixes)}")
+    self.graph_prefix = prefixes.pop()
+
+  @classmethod
+  def build(cls, root: str, predictor, data: TaskData, max_words: int, *,
+            splits: Sequence[str] | None = None, **options) -> "TaskGraphs":
+    """Opens (building once per export, dataset and options) the cache of every
+    split and text field of `data` under `root`. `options`: those of
+    `cached_word_graphs` (dtype, batch_size, ...)."""
+    caches = {}
+    for name in splits or list(data.splits):
+      split = data.splits[name]
+      caches[name] = {f: cached_word_graphs(root, predictor, split.texts[f], max_words,
+                                            **options) for f in data.text_fields}
+    return cls(caches)
+
+  def batch(self, split: str, field: str, index: np.ndarray, lengths: np.ndarray,
+            length: int) -> np.ndarray:
+    """Graphs float32 [B, 2L, K, length, length] of one batch's field.
+
+    index: int [B], the examples' positions in `split` (-1: padding row,
+    zeros). lengths: int [B], the words of each example in the batch (checked
+    against the cache: a mismatch means another split order or max_words).
+    """
+    if split not in self.caches or field not in self.caches[split]:
+      raise ValueError(f"no graphs for split {split!r} field {field!r}")
+    cache = self.caches[split][field]
+    index = np.asarray(index)
+    real = np.flatnonzero(index >= 0)
+    if len(cache) <= int(index.max(initial=-1)):
+      raise ValueError(f"the graph cache of {split}/{field} holds {len(cache)} "
+                       f"examples; the batch asks for example {int(index.max())}")
+    stored = np.asarray(cache.lengths)[index[real]]
+    if not np.array_equal(stored, np.asarray(lengths)[real]):
+      raise ValueError(f"the graph cache of {split}/{field} does not match the data "
+                       f"(words per example {stored.tolist()} vs "
+                       f"{np.asarray(lengths)[real].tolist()}): another split order, or "
+                       f"max_words differs from the cache's {cache.max_words}")
+    out = np.zeros((len(index),) + self.graph_prefix + (length, length), np.float32)
+    if len(real):
+      out[real] = fit_graphs(cache.get(index[real])[0], length)
+    return out

@@ -1,0 +1,168 @@
+"""A downstream transfer run as one library call: `run_transfer(config, workdir)`.
+
+Loads the task (`load_task_data`: JSON-lines files, TFDS or the built-in
+agreement task; a validation split is carved from train unless one is
+given), builds the vocabulary and the (GloVe) embedding table, loads the
+exported graph predictor and its word-graph caches for the 'embeddings' /
+'rnn' variants, builds the task model (`build_model`), trains it on the
+training loop (`ClassificationTask`: checkpoints, exact resume, early
+stopping on validation accuracy) and writes `<workdir>/results.json`:
+config, variant, seed, validation accuracy, the accuracy of each evaluation
+split of the task (IMDB / SNLI 'test', MNLI 'matched' / 'mismatched'; null
+with a note where the data has none, e.g. the train-only local files), best
+step, wall time and the validation curve.
+
+Variants: baseline → the model's glomo='none'; embeddings / rnn → graphs
+fused into the embeddings / the first RNN's states; uniform → the
+uniform-graph ablation (no predictor).
+"""
+from __future__ import annotations
+
+import dataclasses
+import json
+import logging
+import os
+import time
+from typing import Any
+
+import jax
+
+from glomo_jax.data.synthetic import SyntheticConfig
+from glomo_jax.tasks.agreement import load_agreement_task
+from glomo_jax.tasks.classification import VALIDATION, ClassificationTask
+from glomo_jax.tasks.datasets import TaskData, load_task
+from glomo_jax.tasks.esim import ESIM
+from glomo_jax.tasks.glove import embedding_matrix
+from glomo_jax.tasks.graphs import TaskGraphs
+from glomo_jax.tasks.imdb import IMDBClassifier
+from glomo_jax.tasks.layers import embedding_initializer
+from glomo_jax.tasks.transfer_config import EVAL_SPLITS, TransferConfig
+from glomo_jax.train import loop
+
+logger = logging.getLogger("glomo_jax.tasks")
+
+RESULTS_FILE = "results.json"
+
+
+def load_task_data(config: TransferConfig) -> TaskData:
+  """The task's splits from the configured source."""
+  if config.source == "synthetic":
+    syn = config.synthetic
+    return load_agreement_task(
+        syn.train, syn.validation, syn.test, seed=config.data_seed,
+        synthetic=SyntheticConfig(num_documents=syn.num_documents, seed=syn.seed))
+  subsets = dict(val_fraction=config.val_fraction, seed=config.data_seed,
+                 max_train_examples=config.max_train_examples,
+                 max_eval_examples=config.max_eval_examples)
+  if config.source == "files":
+    files = {n: p for n, p in dataclasses.asdict(config.files).items() if p}
+    return load_task(config.task, "files", files=files, **subsets)
+  t = config.tfds
+  return load_task(config.task, "tfds", validation=t.validation, data_dir=t.data_dir,
+                   tfds_reader=t.reader, download=t.download, **subsets)
+
+
+def build_model(config: TransferConfig, data: TaskData, vocab_size: int, table,
+                predictor_layers: int | None = None):
+  """IMDBClassifier for one text field, ESIM for two, with the variant's
+  `glomo` and the embedding table `table` [vocab_size, D]."""
+  m = config.model
+  layers = m.transfer_layers
+  if predictor_layers is not None:
+    if layers is not None and layers != predictor_layers:
+      raise ValueError(f"model.transfer_layers={layers} but the predictor has "
+                       f"L={predictor_layers} graph layers")
+    layers = predictor_layers
+  common = dict(vocab_size=vocab_size, embed_dim=m.embed_dim, hidden=m.hidden,
+                num_classes=data.num_classes, dropout_rate=m.dropout_rate,
+                embedding_init=embedding_initializer(table),
+                freeze_embeddings=m.freeze_embeddings, glomo=config.glomo,
+                transfer_layers=layers or 3, num_mixtures=m.num_mixtures,
+                conditioned=m.conditioned, transfer_features=m.transfer_features)
+  if len(data.text_fields) == 1:          # imdb, agreement: one text
+    return IMDBClassifier(rnn_layers=m.rnn_layers, **common)
+  return ESIM(self_attention=m.self_attention, **common)
+
+
+def _write_json(path: str, value: dict) -> None:
+  tmp = path + ".tmp"
+  with open(tmp, "w", encoding="utf-8") as f:
+    json.dump(value, f, indent=1, default=str)
+    f.write("\n")
+  os.replace(tmp, path)
+
+
+def run_transfer(config: TransferConfig, workdir: str, *, devices=None) -> dict[str, Any]:
+  """One transfer run (module docstring); returns (and writes) the
+  results.json dict. Rerunning it in the same workdir resumes the run, or,
+  once finished, evaluates again without training."""
+  config.check()
+  start = time.time()
+  os.makedirs(workdir, exist_ok=True)
+  data = load_task_data(config)
+  logger.info("%s: %s", config.task, data.summary())
+  vocab = data.build_vocabulary(min_count=config.vocab.min_count,
+                                max_size=config.vocab.max_size)
+  table, coverage = embedding_matrix(vocab, config.glove_path, dim=config.model.embed_dim,
+                                     oov_scale=config.model.oov_scale, seed=config.data_seed)
+  logger.info("vocabulary %d words; %s", len(vocab), coverage)
+
+  predictor = graphs = None
+  if config.reads_graphs:
+    from glomo_jax.export import load_graph_predictor  # noqa: PLC0415
+    predictor = load_graph_predictor(config.predictor_export)
+    root = config.graph_cache_dir or os.path.join(workdir, "graph_cache")
+    t0 = time.time()
+    graphs = TaskGraphs.build(root, predictor, data, config.max_words,
+                              dtype=config.graph_cache_dtype,
+                              batch_size=config.graph_batch_size)
+    logger.info("predictor %s (L=%d, K=%d); graph cache %s ready (%.1f s)",
+                config.predictor_export, predictor.config.num_graph_layers,
+                predictor.config.num_heads, root, time.time() - t0)
+
+  model = build_model(config, data, len(vocab), table,
+                      predictor.config.num_graph_layers if predictor is not None else None)
+  task = ClassificationTask(model, data, vocab, config, graphs)
+  summary = loop.run(task, task.loop_config(), workdir, devices=devices)
+  if summary["preempted"]:
+    return {"preempted": True, "step": summary["step"]}
+  results = _results(config, data, summary)
+  results.update({
+      "train_time_s": summary["elapsed_s"], "wall_time_s": time.time() - start,
+      "examples": {n: len(s) for n, s in data.splits.items()},
+      "vocabulary": len(vocab), "glove": str(coverage),
+      "predictor": predictor.directory if predictor is not None else None,
+      "config": config.to_dict()})
+  if jax.process_index() == 0:
+    _write_json(os.path.join(workdir, RESULTS_FILE), results)
+  logger.info("results: %s", {k: v for k, v in results.items()
+                              if k not in ("curves", "config")})
+  return results
+
+
+def _results(config: TransferConfig, data: TaskData, summary: dict) -> dict:
+  """The scores of a finished run: validation and evaluation accuracies,
+  best step, length and the validation curve."""
+  scores = summary["results"]
+  results = {"task": config.task, "variant": config.variant, "glomo": config.glomo,
+             "seed": config.seed, "validation_accuracy": scores[VALIDATION]}
+  missing = []
+  for name in EVAL_SPLITS[config.task]:
+    results[name] = scores.get(name)
+    if results[name] is None:
+      missing.append(name)
+  if missing:
+    carved = not (config.files.validation if config.source == "files"
+                  else config.tfds.validation)
+    results["note"] = (f"the data has no held-out {'/'.join(missing)} split (e.g. the "
+                       "train-only local files): only validation accuracy is reported"
+                       + (f" (validation: a {config.val_fraction:g} share carved from "
+                          "train)" if carved else ""))
+  results.update({
+      "best_step": summary["best"].get("step"), "steps": summary["step"],
+      "stopped_early": summary["stopped_early"],
+      "curves": [{"step": e["step"], "train_loss": e["train"].get("loss"),
+                  "train_accuracy": e["train"].get("accuracy"),
+                  "validation_accuracy": e[VALIDATION]["accuracy"]}
+                 for e in summary["history"]]})
+  return results

@@ -1,0 +1,204 @@
+"""`TransferConfig`: every field of a downstream transfer run, as dataclasses.
+
+Experiments build it from a ConfigDict (`TransferConfig.from_dict(config.
+to_dict())`); unknown keys are errors. `check()` reports a config that
+cannot run (missing data path, a graph variant without a predictor, ...)
+before any work is done.
+"""
+from __future__ import annotations
+
+import dataclasses
+from typing import Any, Mapping
+
+from glomo_jax.config import from_dict
+
+# Variant → the task model's `glomo` field.
+VARIANTS = {"baseline": "none", "embeddings": "embeddings", "rnn": "rnn",
+            "uniform": "uniform"}
+GRAPH_VARIANTS = ("embeddings", "rnn")
+# Each task's evaluation splits (reported as results, besides validation).
+EVAL_SPLITS = {"imdb": ("test",), "snli": ("test",), "mnli": ("matched", "mismatched"),
+               "agreement": ("test",)}
+SOURCES = ("files", "tfds", "synthetic")
+
+
+@dataclasses.dataclass(frozen=True)
+class TaskFiles:
+  """JSON-lines paths (source='files'): 'train' is required, 'validation'
+  replaces the carved split, the others are evaluation splits."""
+  train: str | None = None
+  validation: str | None = None
+  test: str | None = None
+  matched: str | None = None
+  mismatched: str | None = None
+
+
+@dataclasses.dataclass(frozen=True)
+class TfdsOptions:
+  """source='tfds': data directory, a TFDS split to use as validation instead
+  of carving one, the reader ('auto', 'data_source', 'tf'), download."""
+  data_dir: str | None = None
+  validation: str | None = None
+  reader: str = "auto"
+  download: bool = False
+
+
+@dataclasses.dataclass(frozen=True)
+class AgreementData:
+  """source='synthetic' (task 'agreement'): sentences of the built-in language
+  after the pretraining corpus `num_documents` / `seed`; split sizes."""
+  num_documents: int = 2000
+  seed: int = 0
+  train: int = 2000
+  validation: int = 500
+  test: int = 1000
+
+
+@dataclasses.dataclass(frozen=True)
+class VocabOptions:
+  min_count: int = 1
+  max_size: int | None = None
+
+
+@dataclasses.dataclass(frozen=True)
+class ClassifierOptions:
+  """The task model's fields (`IMDBClassifier` for one text, `ESIM` for two).
+
+  transfer_layers: None = the predictor's L (3 for 'uniform'); rnn_layers:
+  IMDBClassifier only; self_attention: ESIM only.
+  """
+  embed_dim: int = 100
+  hidden: int = 128
+  dropout_rate: float = 0.2
+  freeze_embeddings: bool = False
+  oov_scale: float = 0.1
+  rnn_layers: int | None = None
+  self_attention: bool = True
+  transfer_layers: int | None = None
+  num_mixtures: int = 2
+  conditioned: bool = True
+  transfer_features: int | None = None
+
+
+@dataclasses.dataclass(frozen=True)
+class OptimOptions:
+  """Adam with global-norm clipping (clip_norm None: none); training length
+  `steps`, else `epochs` (default 1); `eval_every` steps between validation
+  evaluations (default one epoch); early stopping after `patience`
+  evaluations without a better validation accuracy (None: never);
+  `log_every` steps between progress lines; `checkpoint_every` steps between
+  checkpoints (default: every evaluation)."""
+  learning_rate: float = 1e-3
+  clip_norm: float | None = None
+  batch_size: int = 32
+  eval_batch_size: int | None = None
+  epochs: float | None = None
+  steps: int | None = None
+  eval_every: int | None = None
+  patience: int | None = None
+  log_every: int = 100
+  checkpoint_every: int | None = None
+
+
+@dataclasses.dataclass(frozen=True)
+class TransferConfig:
+  """One transfer run: task data, word vectors, graph source, model, training.
+
+  Attributes:
+    task: 'imdb', 'mnli', 'snli' or 'agreement'.
+    source: 'files' (JSON lines), 'tfds' or 'synthetic' (task 'agreement').
+    files, tfds, synthetic: each source's settings.
+    val_fraction: of train, carved as validation when none is given.
+    data_seed: validation carve, subsets and random word vectors.
+    max_train_examples, max_eval_examples: seeded random subsets.
+    vocab: vocabulary of the training split.
+    glove_path: GloVe text file (None: random word vectors).
+    max_words: cut every text (and graph) to this many words.
+    length_multiple: padded lengths are rounded up to a multiple of this.
+    bucket_batches: length bucketing window (`batches.batch_order`).
+    model: the task model's fields.
+    variant: 'baseline', 'embeddings', 'rnn' or 'uniform'.
+    predictor_export: a `glomo_jax.export` directory ('embeddings' / 'rnn').
+    graph_cache_dir: where the word-graph caches go (None: <workdir>/graph_cache).
+    graph_cache_dtype: 'float16' or 'float32'. graph_batch_size: predictor
+      batch while building the cache.
+    optim: optimiser and training length.
+    seed: initialisation, dropout and shuffling.
+    mesh_data: data-parallel devices (-1: all).
+    compile_fast: cheap XLA compiles (CPU smoke runs).
+  """
+  task: str = "imdb"
+  source: str = "files"
+  files: TaskFiles = TaskFiles()
+  tfds: TfdsOptions = TfdsOptions()
+  synthetic: AgreementData = AgreementData()
+  val_fraction: float = 0.1
+  data_seed: int = 0
+  max_train_examples: int | None = None
+  max_eval_examples: int | None = None
+  vocab: VocabOptions = VocabOptions()
+  glove_path: str | None = None
+  max_words: int | None = None
+  length_multiple: int = 8
+  bucket_batches: int = 0
+  model: ClassifierOptions = ClassifierOptions()
+  variant: str = "baseline"
+  predictor_export: str | None = None
+  graph_cache_dir: str | None = None
+  graph_cache_dtype: str = "float16"
+  graph_batch_size: int = 32
+  optim: OptimOptions = OptimOptions()
+  seed: int = 0
+  mesh_data: int = -1
+  compile_fast: bool = False
+
+  @classmethod
+  def from_dict(cls, values: Mapping[str, Any]) -> "TransferConfig":
+    return from_dict(cls, values)
+
+  def to_dict(self) -> dict:
+    return dataclasses.asdict(self)
+
+  def replace(self, **changes) -> "TransferConfig":
+    return dataclasses.replace(self, **changes)
+
+  @property
+  def glomo(self) -> str:
+    """The task model's `glomo` field for this variant."""
+    return VARIANTS[self.variant]
+
+  @property
+  def reads_graphs(self) -> bool:
+    return self.variant in GRAPH_VARIANTS
+
+  def check(self) -> None:
+    """Raises ValueError naming what cannot work, and how to fix it."""
+    if self.task not in EVAL_SPLITS:
+      raise ValueError(f"unknown task {self.task!r}: one of {sorted(EVAL_SPLITS)}")
+    if self.variant not in VARIANTS:
+      raise ValueError(f"unknown variant {self.variant!r}: one of {list(VARIANTS)}")
+    if self.source not in SOURCES:
+      raise ValueError(f"unknown source {self.source!r}: one of {list(SOURCES)}")
+    if (self.task == "agreement") != (self.source == "synthetic"):
+      raise ValueError("task 'agreement' reads source='synthetic' (the built-in language), "
+                       f"and only it does: got task {self.task!r}, source {self.source!r}")
+    if self.source == "files":
+      if not self.files.train:
+        raise ValueError("source='files' needs --config.files.train=PATH (JSON lines, e.g. "
+                         "../shared/data/imdb/imdb_train.jsonl.gz)")
+      wrong = [n for n, p in dataclasses.asdict(self.files).items()
+               if p and n not in ("train", "validation") + EVAL_SPLITS[self.task]]
+      if wrong:
+        raise ValueError(f"task {self.task!r} has no split {wrong}; its evaluation "
+                         f"splits are {list(EVAL_SPLITS[self.task])}")
+    if self.reads_graphs:
+      if not self.predictor_export:
+        raise ValueError(f"variant {self.variant!r} needs --config.predictor_export=DIR "
+                         "(an export of experiments.pretrain / experiments.export)")
+      if not self.max_words:
+        raise ValueError(f"variant {self.variant!r} needs max_words (the graph cache "
+                         "stores max_words × max_words graphs)")
+    o = self.optim
+    for name in ("batch_size", "log_every"):
+      if getattr(o, name) < 1:
+        raise ValueError(f"optim.{name} must be >= 1, got {getattr(o, name)}")

@@ -1,0 +1,281 @@
+"""The one training loop: `run(task, config, workdir)` trains any `Task`.
+
+Sections, in order: mesh → state shapes and shardings → (the train step
+compiled before the state exists, when the task's batch shapes are fixed) →
+restore or init → the task's on_start → the loop → on_end.
+
+Restore order: a checkpoint in <workdir>/checkpoints resumes the run exactly
+(state, the data iterator's position, the evaluation history and the
+best/early-stopping/plateau bookkeeping); unreadable newer checkpoints are
+skipped (and moved aside); otherwise the run starts from scratch. Rerunning a
+finished (or early-stopped) run trains nothing and runs on_end again.
+
+Each step: the next host batch goes onto the mesh, the compiled step runs
+(one executable per batch shape). Reports (progress line, TensorBoard,
+non-finite check) come every `log_every` steps and before every evaluation
+and save; evaluations every `eval_every` steps and at the end; checkpoints
+every `checkpoint_every` steps, at the end, at an early stop and when any
+process receives SIGTERM (all processes save the same step, then return).
+"""
+from __future__ import annotations
+
+import functools
+import logging
+import math
+import os
+import time
+from typing import Any
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from glomo_jax import tuning
+from glomo_jax.train.checkpoint import Checkpointer
+from glomo_jax.train.config import LoopConfig
+from glomo_jax.train.metrics import MetricWriter, Progress, format_eta
+from glomo_jax.train.preemption import Preemption
+from glomo_jax.train.programs import Program, batch_spec, global_batch
+from glomo_jax.train.record import Record
+from glomo_jax.train.sharding import make_mesh, replicated, state_shardings
+from glomo_jax.train.step import create_state, init_state, train_step
+from glomo_jax.train.task import RunContext, Task
+
+logger = logging.getLogger("glomo_jax.train")
+
+MIN_LR_SCALE = 1e-4
+CHECKED = ("loss", "grad_norm", "param_norm")    # must stay finite
+
+
+class NonFiniteLossError(FloatingPointError):
+  """The loss or the parameters stopped being finite; the run was stopped."""
+
+
+class UnrestorableCheckpointError(RuntimeError):
+  """Checkpoints exist but none of them loads into this run's state."""
+
+
+def run(task: Task, config: LoopConfig, workdir: str, *, devices=None) -> dict[str, Any]:
+  """Trains (or resumes) `task` in `workdir`; returns the run's summary:
+  first_step, step, preempted, stopped_early, train (last reported means),
+  eval (last evaluation), best ({'value', 'step'} or {}), history,
+  elapsed_s, and what the task's on_end returned.
+
+  devices: the mesh's devices (default: all of JAX's).
+  """
+  with Preemption() as preemption:
+    loop = _Loop(task, config, workdir, devices, preemption)
+    try:
+      return loop.train()
+    finally:
+      loop.close()
+
+
+def _add(a, b):
+  return jax.tree_util.tree_map(jnp.add, a, b)
+
+
+_add_jit = jax.jit(_add)
+
+
+class _Loop:
+  """One run's pieces; `train` is the loop itself."""
+
+  def __init__(self, task: Task, config: LoopConfig, workdir: str, devices, preemption):
+    self.task, self.config, self.workdir, self.preemption = task, config, workdir, preemption
+    os.makedirs(workdir, exist_ok=True)
+    if config.compilation_cache_dir:
+      jax.config.update("jax_compilation_cache_dir", config.compilation_cache_dir)
+    self.is_main = jax.process_index() == 0
+    logger.info("process %d of %d, %d local / %d global devices (%s)", jax.process_index(),
+                jax.process_count(), jax.local_device_count(), jax.device_count(),
+                jax.devices()[0].platform)
+    # Mesh and state shapes --------------------------------------------------------
+    self.mesh = make_mesh(config.mesh_data, config.mesh_fsdp, devices)
+    self.platform = self.mesh.devices.flat[0].platform
+    self.tx = task.optimizer()
+    abstract = jax.eval_shape(functools.partial(create_state, task, self.tx),
+                              jax.random.PRNGKey(config.seed))
+    self.state_sh = state_shardings(self.mesh, abstract)
+    self.abstract = jax.tree_util.tree_map(
+        lambda x, s: jax.ShapeDtypeStruct(x.shape, x.dtype, sharding=s), abstract, self.state_sh)
+    n_params = sum(int(np.prod(x.shape)) for x in jax.tree_util.tree_leaves(abstract.params))
+    logger.info("model: %s parameters; mesh %s", f"{n_params:,}", dict(self.mesh.shape))
+    # Programs, checkpoints, writer ------------------------------------------------
+    fast = config.compile_fast
+    self.train_prog = Program("train step", functools.partial(train_step, task, self.tx),
+                              self.mesh, self.state_sh, (self.state_sh, replicated(self.mesh)),
+                              donate=True, fast=fast)
+    self.variables_sh = {"params": self.state_sh.params,
+                         "batch_stats": self.state_sh.batch_stats}
+    self.eval_prog = Program("eval step", task.eval_step, self.mesh, self.variables_sh,
+                             replicated(self.mesh), fast=fast)
+    self.ckpt = Checkpointer(os.path.join(workdir, "checkpoints"),
+                             keep=config.keep_checkpoints, save_every=config.checkpoint_every)
+    self.best_ckpt = (Checkpointer(os.path.join(workdir, "best"), keep=1)
+                      if config.keep_best else None)
+    self.writer = MetricWriter(workdir, enabled=self.is_main)
+    self.record = Record()
+
+  # ---- the loop ------------------------------------------------------------------
+  def train(self) -> dict[str, Any]:
+    task, cfg = self.task, self.config
+    spec = task.batch_spec()
+    if spec is not None and max(self.ckpt.steps(), default=0) < cfg.num_steps:
+      # before the state exists: the compile's working set on the smallest heap
+      self.train_prog.compile(self.abstract, batch_spec(spec, self.mesh))
+      tuning.release_free_memory()
+    batches = task.train_batches()
+    state = self._restore_or_init(batches)
+    task.on_start(self._context(state))
+    first = int(state.step)
+    progress = Progress(first, cfg.num_steps, task.tokens_per_batch)
+    sums, count, train, preempted = None, 0, {}, False
+    steps = range(first + 1, cfg.num_steps + 1) if not self.record.stopped_early else ()
+    if steps:
+      logger.info("training steps %d → %d", first, cfg.num_steps)
+    for step in steps:
+      batch = global_batch(next(batches), self.mesh)
+      with jax.profiler.StepTraceAnnotation("train", step_num=step):
+        state, metrics = self.train_prog(state, batch)
+      sums, count = (metrics if sums is None else _add_jit(sums, metrics)), count + 1
+      last = step == cfg.num_steps
+      preempted = self.preemption.reached(step) and not last
+      evaluate = bool(task.eval_splits) and (last or step % cfg.eval_every == 0)
+      save = last or preempted or step % cfg.checkpoint_every == 0
+      if save or evaluate or step % cfg.log_every == 0 or step == first + 1:
+        train = self._report(step, sums, count, progress)
+        sums, count = None, 0
+        if step == first + 1:
+          tuning.release_free_memory()  # set-up done: hand its pages back
+      if evaluate:
+        state = self._evaluate(state, step, train)
+      if save or self.record.stopped_early:
+        self.ckpt.save(step, state, {"data": batches.state(), "loop": self.record.to_json(),
+                                     "step": step, "time": time.time()}, force=True)
+      if evaluate or save:
+        progress.restart(step)
+      if preempted or self.record.stopped_early:
+        break
+    self.ckpt.wait()
+    summary = {"first_step": first, "step": int(state.step), "preempted": preempted,
+               "stopped_early": self.record.stopped_early, "train": train,
+               "eval": self.record.history[-1] if self.record.history else {},
+               "best": self._best(), "history": self.record.history}
+    if preempted:
+      logger.warning("stopped at step %d after SIGTERM; rerun the same command to resume",
+                     int(state.step))
+    else:
+      summary.update(task.on_end(self._context(state)))
+    summary["elapsed_s"] = time.perf_counter() - progress.start
+    return summary
+
+  def close(self):
+    self.ckpt.close()
+    if self.best_ckpt is not None:
+      self.best_ckpt.close()
+    self.writer.close()
+
+  # ---- state ---------------------------------------------------------------------
+  def _restore_or_init(self, batches):
+    restored = self.ckpt.restore_latest(self.abstract)
+    if restored is not None:
+      state, extra, step = restored
+      batches.restore(extra["data"])
+      self.record = Record.from_json(extra["loop"])
+      if self.best_ckpt is not None:   # saves from after this step are replayed
+        self.best_ckpt.delete_after(step)
+      logger.info("resumed from the checkpoint at step %d", step)
+      return state
+    if self.ckpt.steps():
+      raise UnrestorableCheckpointError(
+          f"{self.ckpt.directory} holds checkpoints {self.ckpt.steps()} but none could be "
+          "restored into this run's state (see the warnings above); if the model or "
+          "optimiser config changed, use a new --workdir (nothing was overwritten)")
+    options = tuning.compiler_options(self.platform, fast=self.config.compile_fast,
+                                      one_off=True)
+    return init_state(self.task, self.tx, jax.random.PRNGKey(self.config.seed),
+                      self.state_sh, options)
+
+  def _context(self, state) -> RunContext:
+    return RunContext(self.workdir, self.is_main, self.mesh, state, self.record.history,
+                      self._best(), functools.partial(self._evaluate_split, state),
+                      self._best_variables)
+
+  def _best(self) -> dict:
+    if self.record.best is None:
+      return {}
+    return {"value": self.record.best, "step": self.record.best_step}
+
+  def _best_variables(self) -> dict:
+    if self.best_ckpt is None:
+      raise ValueError("the run keeps no best checkpoint (LoopConfig.keep_best)")
+    abstract = {"params": self.abstract.params, "batch_stats": self.abstract.batch_stats}
+    restored = self.best_ckpt.restore_latest(abstract)
+    if restored is None or restored[2] != self.record.best_step:
+      raise UnrestorableCheckpointError(
+          f"the best checkpoint (step {self.record.best_step}) is missing from "
+          f"{self.best_ckpt.directory}")
+    return restored[0]
+
+  # ---- reports and evaluations ---------------------------------------------------------
+  def _report(self, step: int, sums, count: int, progress: Progress) -> dict:
+    means = {k: float(v) / count for k, v in jax.device_get(sums).items()}
+    bad = {k: means[k] for k in CHECKED if k in means and not math.isfinite(means[k])}
+    if bad:
+      steps = self.ckpt.steps()
+      raise NonFiniteLossError(
+          f"non-finite training values at step {step}: "
+          + ", ".join(f"{k}={means.get(k)}" for k in CHECKED if k in means)
+          + ". The run is stopped; the last good checkpoint is "
+          + (f"step {steps[-1]}" if steps else "none") + f" in {self.ckpt.directory}. "
+          "Lower the learning rate or check the data.")
+    rates = progress.update(step)
+    shown = "  ".join(f"{k} {means[k]:.4f}" for k in self._shown(means)
+                      if k not in ("grad_norm", "param_norm", "lr_scale"))
+    tokens = (f"  {rates['tokens_per_s']:.0f} tokens/s" if self.task.tokens_per_batch else "")
+    shapes = self.train_prog.num_shapes
+    logger.info("step %d/%d  %s  lr×%.3g  %.2f steps/s%s  ETA %s  (%d compiled step shape%s)",
+                step, self.config.num_steps, shown, means.get("lr_scale", 1.0),
+                rates["steps_per_s"], tokens, format_eta(rates["eta_s"]), shapes,
+                "" if shapes == 1 else "s")
+    self.writer.scalars(step, means, "train/")
+    self.writer.scalars(step, rates, "speed/")
+    return means
+
+  def _shown(self, metrics: dict) -> list[str]:
+    """The metrics of the console lines (Task.log_metrics), in its order."""
+    names = self.task.log_metrics
+    return list(metrics) if names is None else [k for k in names if k in metrics]
+
+  def _evaluate_split(self, state, split: str, variables=None) -> dict:
+    variables = state.variables if variables is None else variables
+
+    def run_eval(batch: dict) -> dict:
+      return jax.device_get(self.eval_prog(variables, global_batch(batch, self.mesh)))
+    return dict(self.task.evaluate(split, run_eval))
+
+  def _evaluate(self, state, step: int, train: dict):
+    entry = {"step": step, "train": train}
+    for split in self.task.eval_splits:
+      entry[split] = self._evaluate_split(state, split)
+      self.writer.scalars(step, {k: v for k, v in entry[split].items()
+                                 if isinstance(v, (int, float))}, f"{split}/")
+    decision = self.record.add(self.config, step, entry)
+    if decision["improved"] and self.best_ckpt is not None:
+      self.best_ckpt.save(step, state.variables, {"step": step, "value": self.record.best},
+                          force=True)
+    if decision["cut_lr"]:
+      scale = max(float(state.lr_scale) * self.config.plateau_factor, MIN_LR_SCALE)
+      # placed like the rest of the state, so the train step is not recompiled
+      state = state.replace(lr_scale=jax.device_put(jnp.float32(scale), self.state_sh.lr_scale))
+    metrics = "  ".join(f"{split}/{k} {entry[split][k]:.4f}" for split in self.task.eval_splits
+                        for k in self._shown(entry[split]) if isinstance(entry[split][k], float))
+    best = (f"  (best {self.config.select_metric} {self.record.best:.4f} at step "
+            f"{self.record.best_step})" if self.record.best is not None else "")
+    logger.info("eval at step %d: %s%s%s", step, metrics, best,
+                "  → lr×%.3g" % float(state.lr_scale) if decision["cut_lr"] else "")
+    if self.record.stopped_early:
+      logger.info("stopping early: %d evaluations without a better %s", self.record.since_best,
+                  self.config.select_metric)
+    return state

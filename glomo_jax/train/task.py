@@ -1,0 +1,121 @@
+"""What a training run trains: the `Task` that `glomo_jax.train.loop.run` drives.
+
+The loop owns everything generic (mesh and shardings, the train state,
+checkpoints with exact resume, preemption, progress, TensorBoard, the
+non-finite guard, best-checkpoint and early-stopping bookkeeping); a task
+says what is trained, on what, and how it is scored. Pretraining
+(`glomo_jax.pretraining`) and every downstream task (`glomo_jax.tasks`) are
+tasks.
+
+Batches are dicts of numpy arrays holding this process's rows of a global
+batch (leading axis); the loop places them on the mesh, split along that axis
+over every device. Train batches come from an iterator with `state()` (a
+small JSON-serialisable dict) and `restore(state)`, so a resumed run reads
+exactly the batches the uninterrupted run would have read.
+"""
+from __future__ import annotations
+
+import dataclasses
+from typing import Any, Callable, Iterator, Mapping, Protocol
+
+import jax
+import optax
+
+
+class Batches(Protocol):
+  """A resumable iterator of host-local batches."""
+
+  def __iter__(self) -> Iterator[dict]: ...
+  def __next__(self) -> dict: ...
+  def state(self) -> dict: ...
+  def restore(self, state: Mapping[str, Any]) -> None: ...
+
+
+# run_eval(batch) -> the task's eval_step outputs for one host-local batch, as
+# numpy (the loop's compiled, sharded eval_step with the variables bound).
+RunEval = Callable[[dict], dict]
+
+
+class Task:
+  """Base class of tasks. Subclasses set the attributes and override the
+  methods that raise NotImplementedError; the hooks are optional.
+
+  Attributes:
+    rng_streams: names of the per-step rngs `loss` reads (e.g. ('dropout',)).
+    eval_splits: splits evaluated every `eval_every` steps and at the end; the
+      loop's `select_metric` names one of their metrics as '<split>/<name>'.
+    tokens_per_batch: shown as tokens/s in the progress line (0: not shown).
+    log_metrics: the train and evaluation metrics shown on the console (None:
+      all); TensorBoard gets every one.
+  """
+  rng_streams: tuple[str, ...] = ("dropout",)
+  eval_splits: tuple[str, ...] = ()
+  tokens_per_batch: int = 0
+  log_metrics: tuple[str, ...] | None = None
+
+  # ---- model ------------------------------------------------------------------
+  def init_variables(self, rng: jax.Array) -> dict:
+    """{'params': ..., 'batch_stats': ... (optional)}; traced under jit."""
+    raise NotImplementedError
+
+  def optimizer(self) -> optax.GradientTransformation:
+    raise NotImplementedError
+
+  def loss(self, variables: dict, batch: dict, rngs: dict
+           ) -> tuple[jax.Array, dict, Any]:
+    """(scalar loss, metrics {name: scalar}, updated batch_stats) of a
+    training batch; `rngs` holds one key per `rng_streams` entry."""
+    raise NotImplementedError
+
+  # ---- data -------------------------------------------------------------------
+  def train_batches(self) -> Batches:
+    raise NotImplementedError
+
+  def batch_spec(self) -> dict[str, jax.ShapeDtypeStruct] | None:
+    """Global shapes of every training batch when they are fixed: the loop
+    then compiles the step before it builds the state. None: compiled at
+    each new batch shape."""
+    return None
+
+  # ---- evaluation -------------------------------------------------------------
+  def eval_step(self, variables: dict, batch: dict) -> dict:
+    """Pure function of one batch (the loop jits it); returns arrays that
+    `evaluate` accumulates (e.g. sums)."""
+    raise NotImplementedError
+
+  def evaluate(self, split: str, run_eval: RunEval) -> dict[str, float]:
+    """Metrics of one split: feed its batches to `run_eval`, accumulate."""
+    raise NotImplementedError
+
+  # ---- hooks ------------------------------------------------------------------
+  def on_start(self, ctx: "RunContext") -> None:
+    """After the state is restored or initialised, before the first step."""
+
+  def on_end(self, ctx: "RunContext") -> dict:
+    """After the last step (not after a preemption); its dict joins the
+    run's summary."""
+    return {}
+
+
+@dataclasses.dataclass
+class RunContext:
+  """What the loop hands to a task's hooks.
+
+  Attributes:
+    workdir: the run directory. is_main: process 0 (writes files).
+    mesh: the device mesh. state: the current TrainState.
+    history: the evaluations so far, [{'step', 'train': {...}, split: {...}}].
+    best: {'value', 'step'} of the selection metric's best evaluation, or {}.
+    evaluate: evaluate(split, variables=None) -> metrics (default: the
+      state's variables).
+    best_variables: the variables saved at the best evaluation (needs
+      LoopConfig.keep_best).
+  """
+  workdir: str
+  is_main: bool
+  mesh: Any
+  state: Any
+  history: list
+  best: dict
+  evaluate: Callable[..., dict]
+  best_variables: Callable[[], dict]

@@ -1,0 +1,110 @@
+"""A user's mistake at an entry point is one line on stderr naming the problem
+and the fix, with exit status 1 and no traceback (`--debug` shows one)."""
+import os
+import shutil
+import subprocess
+import sys
+
+import pytest
+
+from conftest import REPO
+
+PRETRAIN = ["-m", "experiments.pretrain"]
+WIKI_TINY = "--config=experiments/configs/wiki_cpu.py:tiny"
+
+
+def run(args, timeout=300):
+  env = {k: v for k, v in os.environ.items() if k != "GLOMO_JAX_CPU_TUNING"}
+  return subprocess.run([sys.executable] + args, cwd=REPO, capture_output=True, text=True,
+                        timeout=timeout, env=env)
+
+
+def assert_one_line(out, *fragments):
+  """Exit status 1, no traceback, one 'error:' line holding every fragment."""
+  errors = [line for line in out.stderr.splitlines() if line.startswith("error:")]
+  assert out.returncode == 1 and "Traceback" not in out.stderr, out.stderr[-3000:]
+  assert len(errors) == 1, out.stderr[-3000:]
+  for fragment in fragments:
+    assert fragment in errors[0], errors[0]
+
+
+@pytest.fixture(scope="module")
+def corpora(tmp_path_factory):
+  root = tmp_path_factory.mktemp("corpora")
+  (root / "random.bin").write_bytes(os.urandom(20_000))
+  (root / "blank.txt").write_text("   \n\n  \n")
+  (root / "short.txt").write_text("A short text. It has a few sentences, no more.\n" * 20)
+  return root
+
+
+@pytest.mark.parametrize("name, flags, fragments", [
+    ("empty", ["--config.corpus.pattern={root}/blank.txt"], ["empty corpus", "blank.txt"]),
+    ("not text", ["--config.corpus.pattern={root}/random.bin"],
+     ["does not look like text", "random.bin", "use UTF-8 text"]),
+    ("vocabulary", ["--config.corpus.pattern={root}/short.txt", "--config.vocab_size=5000"],
+     ["vocab_size 5000 is too large", "lower vocab_size"]),
+    ("no pattern", [], ["needs a file pattern", "--config.corpus.pattern"]),
+    ("typo", ["--config.num_stepz=3"], ["unknown config field 'num_stepz'", "num_steps"]),
+])
+def test_pretraining_corpus_and_config_mistakes(corpora, tmp_path, name, flags, fragments):
+  del name
+  out = run(PRETRAIN + [WIKI_TINY, f"--workdir={tmp_path / 'run'}"]
+            + [f.format(root=corpora) for f in flags])
+  assert_one_line(out, *fragments)
+  assert not os.path.exists(tmp_path / "run" / "checkpoints")
+
+
+@pytest.fixture(scope="module")
+def pretrained(tmp_path_factory):
+  """A one-step pretraining workdir with a checkpoint (no export)."""
+  workdir = tmp_path_factory.mktemp("pretrained") / "run"
+  out = run(PRETRAIN + ["--config=experiments/configs/demo.py:tiny", f"--workdir={workdir}",
+                        "--config.num_steps=1", "--config.export=False",
+                        "--compilation_cache_dir="])
+  assert out.returncode == 0, out.stderr[-3000:]
+  return workdir
+
+
+def corrupt_checkpoints(workdir):
+  for root, _, files in os.walk(os.path.join(workdir, "checkpoints")):
+    for name in files:
+      with open(os.path.join(root, name), "wb") as f:
+        f.write(b"\x00garbage")
+
+
+def test_checkpoint_mistakes(pretrained, tmp_path):
+  out = run(["-m", "experiments.export", f"--workdir={tmp_path / 'nowhere'}"])
+  assert_one_line(out, "is not a pretraining workdir", "--workdir")
+  workdir = tmp_path / "corrupt"
+  shutil.copytree(pretrained, workdir)
+  corrupt_checkpoints(workdir)
+  out = run(["-m", "experiments.export", f"--workdir={workdir}"])
+  assert_one_line(out, "checkpoint at step 1", "cannot be read")
+  out = run(PRETRAIN + ["--config=experiments/configs/demo.py:tiny", f"--workdir={workdir}",
+                        "--config.num_steps=2", "--config.export=False",
+                        "--compilation_cache_dir="])
+  assert_one_line(out, "none could be restored", "new --workdir")
+  out = run(["-m", "experiments.export", f"--workdir={workdir}", "--debug"])
+  assert out.returncode != 0 and "Traceback" in out.stderr       # --debug: the traceback
+
+
+def test_export_mistakes(tiny_export, tmp_path):
+  config = ["--config=experiments/configs/agreement.py:tiny", f"--workdir={tmp_path / 'run'}",
+            "--config.variant=embeddings"]
+  out = run(["-m", "experiments.transfer"] + config
+            + [f"--config.predictor_export={tmp_path / 'missing'}"])
+  assert_one_line(out, "no graph predictor export at", "missing")
+  broken = tmp_path / "broken"
+  shutil.copytree(tiny_export, broken)
+  with open(broken / "params.msgpack", "r+b") as f:
+    f.seek(100)
+    f.write(b"\xff\xfe")
+  out = run(["-m", "experiments.transfer"] + config + [f"--config.predictor_export={broken}"])
+  assert_one_line(out, "corrupt export", "sha256")
+  out = run(["-m", "experiments.transfer"] + config + ["--config.optim.stepz=3"])
+  assert_one_line(out, "unknown config field 'stepz'", "steps")
+  out = run(["-m", "experiments.plot_graphs", f"--export={tmp_path / 'missing'}", "--text=a b"])
+  assert_one_line(out, "no graph predictor export at")
+  out = run(["-m", "experiments.demo", f"--workdir={tmp_path / 'demo'}",
+             "--config=experiments/configs/wiki_cpu.py:tiny"])
+  assert_one_line(out, "the demo reads the built-in synthetic corpus", "experiments.pretrain")
