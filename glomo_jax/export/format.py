@@ -1,4 +1,4 @@
-"""Exporting the frozen graph predictor, and loading it without the trainer.
+"""The export format of the frozen graph predictor: writing, hashing, reading.
 
 `export_graph_predictor` writes what `GLoMo.graphs` needs, and nothing else,
 to a directory that another JAX program loads with one call::
@@ -54,18 +54,23 @@ place, so a reader never sees half an export; an existing export is replaced
 only with ``overwrite=True``. In a multi-host run every process must call
 `export_graph_predictor` (sharded arrays are gathered collectively); only
 process 0 writes.
+
+This module is the format: it writes an export, and reads one back
+(`read_export`: verified bytes, a config and a variables tree) without
+building anything that runs. Which leaves an export holds is
+`glomo_jax.export.subset`; the loaded object (`ExportedGraphPredictor`,
+`load_graph_predictor`) is `glomo_jax.export.predictor`.
 """
 from __future__ import annotations
 
 import datetime
-import functools
 import hashlib
 import json
 import os
 import shutil
 import struct
 import uuid
-from typing import Any, Mapping, Sequence
+from typing import Any, Mapping, NamedTuple
 
 import flax
 import flax.serialization
@@ -76,117 +81,17 @@ import numpy as np
 import glomo_jax
 from glomo_jax.config import ModelConfig
 from glomo_jax.data.tokenizer import Tokenizer
-from glomo_jax.models.glomo import GLoMo
+from glomo_jax.export.subset import (COLLECTIONS, _check_tree, _expected_leaves,
+                                     _flatten, _unflatten, graph_predictor_variables)
 
 FORMAT_VERSION = 1
 KIND = "glomo_graph_predictor"
 MANIFEST_FILENAME = "glomo_export.json"
 PARAMS_FILENAME = "params.msgpack"
 TOKENIZER_FILENAME = "tokenizer.model"
-COLLECTIONS = ("params", "batch_stats")
 GRAPH_LAYOUT = ("[batch, 2L, K, T_target, T_source] float32: L forward layers "
                 "(strictly lower-triangular), then L backward layers mapped back "
                 "to the original positions (strictly upper-triangular)")
-
-
-# ---- the parameter subset -----------------------------------------------------
-@functools.lru_cache(maxsize=32)
-def _expected_leaves(config: ModelConfig) -> dict[str, jax.ShapeDtypeStruct]:
-  """{'collection/path/to/leaf': ShapeDtypeStruct} of what `GLoMo.graphs` reads.
-
-  Initialising through `GLoMo.graphs` creates exactly the parameters and
-  BatchNorm statistics that method uses (abstractly: nothing is allocated).
-  """
-  def init():
-    return GLoMo(config).init(jax.random.PRNGKey(0), jnp.zeros((1, 1), jnp.int32),
-                              method=GLoMo.graphs)
-  return _flatten(jax.eval_shape(init))
-
-
-def _flatten(tree: Mapping, prefix: str = "") -> dict[str, Any]:
-  """Nested mappings -> {'a/b/c': leaf}; empty mappings vanish."""
-  out = {}
-  for key, value in tree.items():
-    path = f"{prefix}{key}"
-    if isinstance(value, Mapping):
-      out.update(_flatten(value, path + "/"))
-    else:
-      out[path] = value
-  return out
-
-
-def _unflatten(flat: Mapping[str, Any]) -> dict:
-  """{'a/b/c': leaf} -> nested dicts, always with both collections."""
-  tree: dict = {name: {} for name in COLLECTIONS}
-  for path, value in flat.items():
-    node = tree
-    *parents, last = path.split("/")
-    for key in parents:
-      node = node.setdefault(key, {})
-    node[last] = value
-  return tree
-
-
-def _check_tree(config: ModelConfig, flat: Mapping[str, Any], where: str,
-                allow_extra: bool) -> None:
-  """Raises ValueError naming every missing, unexpected or misshaped leaf."""
-  expected = _expected_leaves(config)
-  missing = sorted(set(expected) - set(flat))
-  extra = [] if allow_extra else sorted(set(flat) - set(expected))
-  shapes = [f"{path}: {where} has shape {tuple(np.shape(flat[path]))} but the "
-            f"config expects {tuple(spec.shape)}"
-            for path, spec in sorted(expected.items())
-            if path in flat and tuple(np.shape(flat[path])) != tuple(spec.shape)]
-  problems = []
-  if missing:
-    problems.append(f"missing from {where}: {_listing(missing)}")
-  if extra:
-    problems.append(f"not expected by the config, in {where}: {_listing(extra)}")
-  if shapes:
-    problems.append("shape mismatch: " + "; ".join(shapes[:8])
-                    + (f" (+{len(shapes) - 8} more)" if len(shapes) > 8 else ""))
-  if problems:
-    raise ValueError(f"the parameter tree of {where} does not match the "
-                     f"ModelConfig: " + " | ".join(problems))
-
-
-def _listing(paths: Sequence[str], limit: int = 8) -> str:
-  shown = ", ".join(paths[:limit])
-  return shown + (f" (+{len(paths) - limit} more)" if len(paths) > limit else "")
-
-
-def graph_predictor_variables(config: ModelConfig, variables: Mapping) -> dict:
-  """The variables `GLoMo.graphs` needs, taken from a full GLoMo variables dict.
-
-  Args:
-    config: the model's ModelConfig.
-    variables: {'params': {...}, 'batch_stats': {...}} of the whole model (or
-      already the subset); dicts or FrozenDicts, any array type.
-
-  Returns:
-    {'params': {embedding, graph_fw, graph_bw (+ features_fw, features_bw if
-    config is coupled)}, 'batch_stats': {graph_fw, graph_bw} or {}}: plain
-    nested dicts holding the same leaf objects (nothing is copied). Decoders,
-    and the feature predictors of a decoupled config, are left out.
-
-  Raises:
-    ValueError: a needed leaf is missing or has a shape the config does not
-      give (the message names the path and both shapes).
-  """
-  if not isinstance(variables, Mapping):
-    raise TypeError("variables must be a mapping {'params': ..., 'batch_stats': ...}, "
-                    f"got {type(variables).__name__}")
-  flat = _flatten({k: variables[k] for k in COLLECTIONS if k in variables})
-  _check_tree(config, flat, "the variables", allow_extra=True)
-  return _unflatten({path: flat[path] for path in _expected_leaves(config)})
-
-
-def _to_host(leaf) -> np.ndarray:
-  """A (possibly sharded, possibly multi-host) array as one numpy array."""
-  if isinstance(leaf, jax.Array) and not leaf.is_fully_addressable:
-    from jax.experimental import multihost_utils  # pylint: disable=g-import-not-at-top
-    leaf = multihost_utils.process_allgather(leaf, tiled=True)
-  return np.asarray(jax.device_get(leaf))
 
 
 # ---- hashing and the manifest ---------------------------------------------------
@@ -219,6 +124,14 @@ def _json_default(value):
 
 
 # ---- writing ------------------------------------------------------------------------
+def _to_host(leaf) -> np.ndarray:
+  """A (possibly sharded, possibly multi-host) array as one numpy array."""
+  if isinstance(leaf, jax.Array) and not leaf.is_fully_addressable:
+    from jax.experimental import multihost_utils  # pylint: disable=g-import-not-at-top
+    leaf = multihost_utils.process_allgather(leaf, tiled=True)
+  return np.asarray(jax.device_get(leaf))
+
+
 def export_graph_predictor(directory: str, config: ModelConfig, variables: Mapping,
                            tokenizer: Tokenizer | None = None,
                            metadata: Mapping[str, Any] | None = None, *,
@@ -341,7 +254,7 @@ def _write_directory(final: str, contents: Mapping[str, bytes], overwrite: bool)
     raise
 
 
-# ---- loading ------------------------------------------------------------------------
+# ---- reading and verifying ---------------------------------------------------------
 def _read_bytes(directory: str, filename: str, what: str) -> bytes:
   path = os.path.join(directory, filename)
   if not os.path.isfile(path):
@@ -385,25 +298,38 @@ def _verify_file(directory: str, manifest: dict, filename: str, data: bytes) -> 
                      f"{entry['sha256'][:16]}…)")
 
 
-def load_graph_predictor(directory: str,
-                         tokenizer: Tokenizer | None = None) -> "ExportedGraphPredictor":
-  """Loads an export written by `export_graph_predictor`; needs no trainer.
+class ExportContents(NamedTuple):
+  """An export read back and verified (see `read_export`).
+
+  Attributes:
+    directory: the export's absolute path.
+    manifest: the whole parsed glomo_export.json.
+    config: the ModelConfig of manifest['model_config'].
+    variables: {'params': {...}, 'batch_stats': {...}} of jnp arrays in the
+      dtypes the config gives (the graph predictor's subset only).
+    tokenizer_bytes: the exported tokenizer.model, or None if there is none.
+  """
+  directory: str
+  manifest: dict
+  config: ModelConfig
+  variables: dict
+  tokenizer_bytes: bytes | None
+
+
+def read_export(directory: str) -> ExportContents:
+  """Reads and verifies an export: manifest, hashes, parameter tree vs config.
 
   Args:
     directory: the export directory.
-    tokenizer: optional tokenizer to pair with the predictor instead of the
-      exported one. If the export recorded a tokenizer, the two must have the
-      same fingerprint; otherwise its vocab_size must fit the model's.
 
   Returns:
-    an `ExportedGraphPredictor` whose variables live on the default device.
+    the export's `ExportContents`; its variables live on the default device.
 
   Raises:
     FileNotFoundError: directory, manifest or params file missing.
     ValueError: unparseable manifest, unknown format version, hash mismatch
-      ("corrupt export"), param tree not matching the config (names the path
-      and both shapes), or a tokenizer of another vocabulary ("vocabulary
-      mismatch").
+      ("corrupt export"), or a param tree not matching the config (names the
+      path and both shapes).
   """
   directory = os.path.abspath(os.fspath(directory))
   manifest = _read_manifest(directory)
@@ -444,145 +370,4 @@ def load_graph_predictor(directory: str,
   expected = _expected_leaves(config)
   variables = _unflatten({path: jnp.asarray(leaf, dtype=expected[path].dtype)
                           for path, leaf in flat.items()})
-
-  recorded = manifest.get("tokenizer_fingerprint")
-  recorded_size = manifest.get("tokenizer_vocab_size")
-  if tokenizer is not None:
-    if recorded is not None and tokenizer.fingerprint != recorded:
-      raise ValueError(
-          f"vocabulary mismatch: the export at {directory} was made with the "
-          f"tokenizer {recorded} ({recorded_size} ids), but the tokenizer passed "
-          f"is {tokenizer.fingerprint} ({tokenizer.vocab_size} ids)")
-  elif tokenizer_bytes is not None:
-    tokenizer = Tokenizer(tokenizer_bytes)
-  if tokenizer is not None and tokenizer.vocab_size > config.vocab_size:
-    raise ValueError(
-        f"vocabulary mismatch: the tokenizer ({tokenizer.fingerprint}) has "
-        f"{tokenizer.vocab_size} ids but the predictor's vocabulary is "
-        f"{config.vocab_size}")
-  return ExportedGraphPredictor(config, variables, tokenizer,
-                                metadata=manifest.get("metadata") or {},
-                                manifest=manifest, directory=directory)
-
-
-# ---- the loaded predictor -------------------------------------------------------------
-@functools.partial(jax.jit, static_argnums=0)
-def _predict(config: ModelConfig, variables, tokens, mask):
-  graphs = GLoMo(config).apply(variables, tokens, mask, method=GLoMo.graphs)
-  return graphs.astype(jnp.float32)
-
-
-class ExportedGraphPredictor:
-  """A loaded graph predictor: config, variables, tokenizer and pure functions.
-
-  Attributes:
-    config: the ModelConfig.
-    variables: {'params', 'batch_stats'} of jnp arrays (graph predictor only).
-    tokenizer: the exported Tokenizer, the one passed to the loader, or None.
-    metadata: the metadata stored at export time (e.g. {'step': ...}).
-    manifest: the whole parsed glomo_export.json.
-    directory: where it was loaded from.
-    module: `GLoMo(config)`; ``module.apply(variables, tokens, mask,
-      method=GLoMo.graphs)`` is what `predict` jits.
-  """
-
-  def __init__(self, config: ModelConfig, variables: Mapping,
-               tokenizer: Tokenizer | None = None, *, metadata: Mapping | None = None,
-               manifest: Mapping | None = None, directory: str | None = None):
-    self.config = config
-    self.variables = variables
-    self.tokenizer = tokenizer
-    self.metadata = dict(metadata or {})
-    self.manifest = dict(manifest or {})
-    self.directory = directory
-    self.module = GLoMo(config)
-
-  def __repr__(self):
-    c = self.config
-    return (f"ExportedGraphPredictor(layers=2x{c.num_graph_layers}, "
-            f"heads={c.num_heads}, vocab={c.vocab_size}, tokenizer={self.tokenizer!r}, "
-            f"directory={self.directory!r})")
-
-  def _check_tokens(self, tokens, mask):
-    """Host-side checks of concrete inputs (skipped under a jax transform)."""
-    if isinstance(tokens, jax.core.Tracer) or not getattr(
-        tokens, "is_fully_addressable", True):
-      return
-    ids = np.asarray(tokens)
-    if ids.ndim != 2:
-      raise ValueError(f"tokens must be [batch, T] ids, got shape {ids.shape}")
-    if not np.issubdtype(ids.dtype, np.integer):
-      raise ValueError(f"tokens must be integer ids, got dtype {ids.dtype}")
-    if mask is not None and np.shape(mask) != ids.shape:
-      raise ValueError(f"mask {np.shape(mask)} must have the shape of tokens "
-                       f"{ids.shape}")
-    if ids.size:
-      vocab = self.config.vocab_size
-      high, low = int(ids.max()), int(ids.min())
-      if high >= vocab:
-        raise ValueError(f"vocabulary mismatch: id {high} >= predictor vocabulary "
-                         f"{vocab}")
-      if low < 0:
-        raise ValueError(f"invalid token id {low}: ids must be in [0, {vocab})")
-
-  def predict(self, variables: Mapping, tokens, mask=None) -> jax.Array:
-    """Graphs of a batch: a pure function of (variables, tokens, mask), jitted
-    with the config static; usable inside the caller's own jit / vmap.
-
-    Args:
-      variables: {'params', 'batch_stats'}, e.g. `self.variables`.
-      tokens: int [batch, T]; ids in [0, config.vocab_size) (checked on the
-        host when concrete).
-      mask: optional [batch, T], 1 = real token.
-
-    Returns:
-      float32 [batch, 2L, K, T, T] (layout: module docstring).
-    """
-    self._check_tokens(tokens, mask)
-    return _predict(self.config, variables, tokens, mask)
-
-  def __call__(self, tokens, mask=None) -> jax.Array:
-    """`predict` with this predictor's own variables."""
-    return self.predict(self.variables, tokens, mask)
-
-  def encode(self, texts: str | Sequence[str], max_length: int | None = None
-             ) -> tuple[np.ndarray, np.ndarray, list[list[str]]]:
-    """Tokenizes and pads a batch of texts.
-
-    Args:
-      texts: one text or a list of texts.
-      max_length: cut each text to this many tokens; T is the longest text's
-        length otherwise (at least 1).
-
-    Returns:
-      tokens: int32 [batch, T], padded with tokenizer.pad_id;
-      mask: bool [batch, T], True for real tokens;
-      pieces: per text, the pieces of its real tokens (len = its length).
-    """
-    if self.tokenizer is None:
-      raise ValueError("this export has no tokenizer: pass one to "
-                       "load_graph_predictor(directory, tokenizer=...)")
-    if isinstance(texts, str):
-      texts = [texts]
-    texts = list(texts)
-    if not texts:
-      raise ValueError("encode needs at least one text")
-    if max_length is not None and max_length < 1:
-      raise ValueError(f"max_length must be >= 1, got {max_length}")
-    ids = [list(row)[:max_length] for row in self.tokenizer.encode_batch(texts)]
-    length = max_length if max_length is not None else max(1, max(map(len, ids)))
-    tokens = np.full((len(ids), length), self.tokenizer.pad_id, np.int32)
-    mask = np.zeros((len(ids), length), bool)
-    for b, row in enumerate(ids):
-      tokens[b, :len(row)] = row
-      mask[b, :len(row)] = True
-    pieces = [[self.tokenizer.id_to_piece(i) for i in row] for row in ids]
-    return tokens, mask, pieces
-
-  def graphs_from_text(self, texts: str | Sequence[str], max_length: int | None = None
-                       ) -> tuple[np.ndarray, np.ndarray, np.ndarray, list[list[str]]]:
-    """(graphs float32 numpy [batch, 2L, K, T, T], tokens, mask, pieces) of
-    texts (see `encode`); rows and columns of padding are zero."""
-    tokens, mask, pieces = self.encode(texts, max_length)
-    graphs = np.asarray(jax.device_get(self(tokens, mask)))
-    return graphs, tokens, mask, pieces
+  return ExportContents(directory, manifest, config, variables, tokenizer_bytes)
