@@ -6,10 +6,14 @@
   one line, ``error: <what is wrong and how to fix it>``, and the program
   exits with status 1. `--debug` shows the traceback instead.
 * Orbax's per-save INFO chatter stays out of the console (warnings stay).
+
+`--compilation_cache_dir` (JAX's persistent compilation cache, default
+<workdir>/compile_cache) is shared by the entry points that train.
 """
 from __future__ import annotations
 
 import logging
+import os
 import re
 import sys
 
@@ -18,9 +22,23 @@ from absl import app, flags
 from glomo_jax.train.loop import NonFiniteLossError, UnrestorableCheckpointError
 
 DEBUG = flags.DEFINE_bool("debug", False, "On an error, show the traceback instead of one line.")
+COMPILATION_CACHE = flags.DEFINE_string(
+    "compilation_cache_dir", None,
+    "JAX's persistent compilation cache: a resumed or repeated run loads its compiled "
+    "steps instead of compiling them again (on a GPU the first compile of a step can "
+    "take minutes). Default: $JAX_COMPILATION_CACHE_DIR if set, else <workdir>/"
+    "compile_cache; '' turns it off.")
 
 USER_ERRORS = (ValueError, OSError, ImportError, UnrestorableCheckpointError,
                NonFiniteLossError)
+
+
+def compilation_cache_dir(workdir: str) -> str | None:
+  """The cache directory: the flag's value, else the environment's, else
+  <workdir>/compile_cache; None when the flag is ''."""
+  if COMPILATION_CACHE.value is not None:
+    return COMPILATION_CACHE.value or None
+  return os.environ.get("JAX_COMPILATION_CACHE_DIR") or os.path.join(workdir, "compile_cache")
 
 
 def one_line(error: BaseException) -> str:

@@ -105,7 +105,8 @@ def main(argv):
   if config.corpus.source != "synthetic":
     raise ValueError("the demo reads the built-in synthetic corpus (its arcs are known): "
                      "use experiments.pretrain for other corpora")
-  summary = train_and_evaluate(config, workdir)
+  summary = train_and_evaluate(config, workdir,
+                               compilation_cache_dir=cli.compilation_cache_dir(workdir))
   if summary["preempted"]:
     print("the run stopped before the end; rerun the same command to resume")
     return

@@ -28,21 +28,7 @@ _DISTRIBUTED = flags.DEFINE_bool(
 _COORDINATOR = flags.DEFINE_string("coordinator_address", None, "host:port of process 0.")
 _NUM_PROCESSES = flags.DEFINE_integer("num_processes", None, "Processes in the job.")
 _PROCESS_ID = flags.DEFINE_integer("process_id", None, "This process's index.")
-_COMPILATION_CACHE = flags.DEFINE_string(
-    "compilation_cache_dir", None,
-    "JAX's persistent compilation cache: a resumed or repeated run loads its compiled "
-    "steps instead of compiling them again (on a GPU the first compile of a step can "
-    "take minutes). Default: $JAX_COMPILATION_CACHE_DIR if set, else <workdir>/"
-    "compile_cache; '' turns it off.")
 flags.mark_flags_as_required(["config", "workdir"])
-
-
-def compilation_cache_dir(flag: str | None, workdir: str) -> str:
-  """The cache directory: the flag's value, else the environment's, else
-  <workdir>/compile_cache ('' when the flag is '')."""
-  if flag is not None:
-    return flag
-  return os.environ.get("JAX_COMPILATION_CACHE_DIR") or os.path.join(workdir, "compile_cache")
 
 
 def main(argv):
@@ -54,8 +40,8 @@ def main(argv):
     jax.distributed.initialize(_COORDINATOR.value, _NUM_PROCESSES.value, _PROCESS_ID.value)
   from glomo_jax.pretraining import PretrainConfig, train_and_evaluate  # noqa: PLC0415
   config = PretrainConfig.from_dict(_CONFIG.value.to_dict())
-  cache = compilation_cache_dir(_COMPILATION_CACHE.value, _WORKDIR.value)
-  summary = train_and_evaluate(config, _WORKDIR.value, compilation_cache_dir=cache or None)
+  summary = train_and_evaluate(config, _WORKDIR.value,
+                               compilation_cache_dir=cli.compilation_cache_dir(_WORKDIR.value))
   logging.info("summary: %s", json.dumps({k: v for k, v in summary.items() if k != "history"},
                                           default=str))
   print(json.dumps({"step": summary["step"], "train_loss": summary["train"].get("loss"),

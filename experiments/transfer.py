@@ -36,7 +36,8 @@ def main(argv):
   from glomo_jax import tuning  # noqa: PLC0415
   tuning.start_process()  # GLOMO_JAX_CPU_TUNING=1 only; may restart the program
   from glomo_jax.tasks import TransferConfig, run_transfer  # noqa: PLC0415
-  results = run_transfer(TransferConfig.from_dict(_CONFIG.value.to_dict()), _WORKDIR.value)
+  results = run_transfer(TransferConfig.from_dict(_CONFIG.value.to_dict()), _WORKDIR.value,
+                         compilation_cache_dir=cli.compilation_cache_dir(_WORKDIR.value))
   print(json.dumps({k: v for k, v in results.items() if k not in ("curves", "config")},
                    default=str, indent=1))
 

@@ -38,6 +38,9 @@ FAST_COMPILE_OPTIONS = {"xla_backend_optimization_level": 0,
 # Programs that run once (initialisation), with the tuning on (CPU only).
 ONE_OFF_CPU_OPTIONS = {"xla_cpu_use_fusion_emitters": False,
                        "xla_backend_optimization_level": 1}
+# XLA_FLAGS of a process pinned to one core (experiments.transfer_grid
+# --parallel): XLA:CPU's Eigen thread pool off.
+ONE_CORE_XLA_FLAGS = "--xla_cpu_multi_thread_eigen=false"
 
 
 def enabled(env=None) -> bool:

@@ -3,11 +3,11 @@
 #   bash launch/gpu_host.sh wiki_cpu runs/wiki --config.corpus.pattern='data/*.jsonl.xz'
 # For several hosts, run on each with --distributed --coordinator_address=HOST:PORT
 # --num_processes=N --process_id=I.
-# The first compile of the training step takes minutes on a GPU (267 s at the
-# benchmark's `small` config on an H100: XLA autotunes its Triton GEMMs);
-# compiled steps are kept in WORKDIR/compile_cache, so a resumed run starts in
-# seconds. For short runs, XLA_FLAGS=--xla_gpu_enable_triton_gemm=false
-# compiles in 39 s (+17 % step time).
+# The first compile of the training step takes minutes on a GPU (XLA autotunes
+# its Triton GEMMs); compiled steps are kept in WORKDIR/compile_cache, so a
+# resumed run starts in seconds. For short runs,
+# XLA_FLAGS=--xla_gpu_enable_triton_gemm=false compiles much faster at some
+# cost in step time (benchmarks/RESULTS.md).
 set -euo pipefail
 CONFIG=${1:?config name}
 WORKDIR=${2:?workdir}

@@ -31,8 +31,8 @@ def causal_conv1d(x: jax.Array, kernel: jax.Array, left: int, right: int,
   output p = Σ_i x_padded[p + i] · kernel[i] (+ bias) with `left` / `right`
   zeros padded.
   Same result as `lax.conv_general_dilated`, but its kernel gradient is a GEMM
-  too: XLA:CPU compiles the conv's kernel gradient into a slow windowed
-  convolution (~0.5 s per layer at d=256, T=100, B=16, against ~10 ms here).
+  too: XLA:CPU compiles the conv's kernel gradient into a windowed
+  convolution that is far slower (benchmarks/RESULTS.md).
   """
   k = kernel.shape[0]
   xp = jnp.pad(x, ((0, 0), (left, right), (0, 0)))

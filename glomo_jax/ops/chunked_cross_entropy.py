@@ -86,8 +86,7 @@ def _chunk_ce(h, y, table, acc):
 # Two chunks per loop iteration when a chunk's logits are at most this big:
 # their GEMMs and element-wise passes are independent, so XLA:CPU can run
 # one chunk's single-threaded element-wise work beside the other's GEMM
-# (2–5 % off the `small` step on 2 cores, sampled and every-position, paired
-# in one process). Above it (the 100k vocabulary), the second chunk's
+# (benchmarks/RESULTS.md). Above it (the 100k vocabulary), the second chunk's
 # [chunk, V] temporaries would cost more memory than the overlap saves.
 UNROLL_MAX_LOGITS_BYTES = 64 << 20
 
@@ -132,8 +131,7 @@ def _chunked_ce_fwd(chunk, hidden, table, targets, weights):
     dh = jnp.einsum("nv,vd->nd", dlogits, table, preferred_element_type=acc)
     # The table's gradient is accumulated transposed, [dim, V] = hᵀ · dlogits
     # (`kernel_gradient`: hᵀ materialised, a plain row-major GEMM, which
-    # XLA:CPU runs through its fast library path, where dlogitsᵀ · h is not;
-    # measured 155 against 120 GFLOP/s on 2 cores at 480 rows, V = 10k, d = 256).
+    # XLA:CPU runs through its fast library path, where dlogitsᵀ · h is not).
     dtable_t = dtable_t + kernel_gradient(h, dlogits, preferred_element_type=acc)
     return dtable_t, (ce, dh.astype(h.dtype))
 

@@ -16,8 +16,8 @@ Two things the automatic one does not do:
   multiplies operands of the compute dtype (bfloat16 in mixed precision) and
   accumulates in float32 (float64 for float64 operands); the bias is added
   and its gradient summed in that accumulation dtype. On a CPU with
-  AVX512-BF16 that is XLA:CPU's fast bfloat16 path (2× the float32 GEMM rate
-  here), where a bfloat16-output GEMM is not; a bfloat16 bias gradient would
+  AVX512-BF16 that is XLA:CPU's fast bfloat16 path, where a bfloat16-output
+  GEMM is not; a bfloat16 bias gradient would
   be a long bfloat16 reduction, which XLA:CPU rewrites into slow windowed
   reductions. For float32 operands all of this is the plain float32
   computation.

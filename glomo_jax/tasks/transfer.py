@@ -92,10 +92,12 @@ def _write_json(path: str, value: dict) -> None:
   os.replace(tmp, path)
 
 
-def run_transfer(config: TransferConfig, workdir: str, *, devices=None) -> dict[str, Any]:
+def run_transfer(config: TransferConfig, workdir: str, *, devices=None,
+                 compilation_cache_dir: str | None = None) -> dict[str, Any]:
   """One transfer run (module docstring); returns (and writes) the
   results.json dict. Rerunning it in the same workdir resumes the run, or,
-  once finished, evaluates again without training."""
+  once finished, evaluates again without training. devices: the mesh's
+  (default all); compilation_cache_dir: JAX's persistent cache (None: off)."""
   config.check()
   start = time.time()
   os.makedirs(workdir, exist_ok=True)
@@ -123,7 +125,8 @@ def run_transfer(config: TransferConfig, workdir: str, *, devices=None) -> dict[
   model = build_model(config, data, len(vocab), table,
                       predictor.config.num_graph_layers if predictor is not None else None)
   task = ClassificationTask(model, data, vocab, config, graphs)
-  summary = loop.run(task, task.loop_config(), workdir, devices=devices)
+  summary = loop.run(task, task.loop_config(compilation_cache_dir=compilation_cache_dir),
+                     workdir, devices=devices)
   if summary["preempted"]:
     return {"preempted": True, "step": summary["step"]}
   results = _results(config, data, summary)
