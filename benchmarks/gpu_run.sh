@@ -18,8 +18,8 @@
 #                than 10% slower than the best step
 #   small_bf16   the bfloat16 half of stage small
 #   chunks       config paper, float32, with the tied softmax in chunks of 1920
-#                and 3840 rows instead of 512 (CHUNK_SIZES): cuBLAS ran the
-#                512-row gradient GEMM dlogits · E (K = 100000) at 13.5 TFLOP/s
+#                and 3840 rows instead of 512 (CHUNK_SIZES): whether longer
+#                GEMMs speed up the gradient GEMM dlogits · E (K = 100000)
 #   profile      benchmarks/profile_step.py at paper, float32 and bfloat16: where
 #                the GPU time goes, by kernel kind and by Flax module
 #

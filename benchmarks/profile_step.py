@@ -17,9 +17,11 @@ kernel name with their summed time); on the CPU they are the thunks on the
 host threads (summed over threads, so greater than the wall time when they
 run in parallel). On the CPU it also reports how many of XLA's worker
 threads were busy, and which instructions ran while the others were idle
-(the serial stretches of the step). Run from the command line, it uses the
-benchmark workers' heap settings, `glomo_jax.host_memory.MALLOC_TUNABLES`
-(restarting itself once to set them), unless ``--malloc_tune 0``.
+(the serial stretches of the step). Run from the command line, it runs with
+the CPU tuning of the benchmark's workers (GLOMO_JAX_CPU_TUNING=1, restarting
+itself once with the glibc heap settings; `glomo_jax.tuning`) unless
+``--cpu_tuning 0``; a caller that passes argv keeps its own process and its
+environment's setting.
 
   python benchmarks/profile_step.py --config paper --float32_matmul highest
 """
@@ -37,7 +39,10 @@ import time
 import warnings
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-import pretrain_step as bench  # noqa: E402
+import pretrain_step  # noqa: E402
+from stepbench.configs import model_config, resolve  # noqa: E402
+from stepbench.flops import model_flops  # noqa: E402
+from stepbench.step import compiled_step, set_float32_matmul, timed_step  # noqa: E402
 
 _INSTRUCTION = re.compile(r"^\s*(?:ROOT\s+)?%?([\w.\-]+)\s*=\s*(.+?)\s+([\w\-]+)\(")
 
@@ -181,24 +186,29 @@ def occupancy(threads: list[list[tuple[int, int, str]]]):
 
 def main(argv=None) -> None:
   warnings.filterwarnings("ignore", message="builtin type event_stats")
-  p = bench.build_parser()
+  p = pretrain_step.build_parser()
   p.description = __doc__.split("\n")[0]
   p.add_argument("--depth", type=int, default=4, help="op_name parts per module group")
   p.add_argument("--top", type=int, default=30, help="rows of the instruction table")
   p.add_argument("--trace_dir", default=None, help="keep the trace here (default: a temp dir)")
-  args = bench.resolve(p.parse_args(argv))
-  if args.malloc_tune and argv is None:
-    # From the command line: restart once under the heap settings the benchmark
-    # times the step with (a caller that passes argv keeps its own process).
-    bench._host_memory().reexec_with_tuned_malloc()
+  args = resolve(p.parse_args(argv))
+  from glomo_jax import tuning
+  if argv is None:
+    # From the command line: the tuning as the benchmark's workers run with it
+    # (start_process restarts the program once under the glibc settings). A
+    # caller that passes argv keeps its own process.
+    if args.cpu_tuning:
+      os.environ[tuning.ENV_VAR] = "1"
+    else:
+      os.environ.pop(tuning.ENV_VAR, None)
+    tuning.start_process()
   import jax
-  bench._host_memory().use_synchronous_cpu_dispatch()  # when tuned, as the benchmark
-  bench.set_float32_matmul(args)
+  set_float32_matmul(args)
   args.steps = args.steps or 3
-  mc = bench.model_config(args)
-  state, compiled, _, compile_s = bench.compiled_step(args, mc)
+  mc = model_config(args)
+  state, compiled, _, compile_s = compiled_step(args, mc)
   info = hlo_instructions(compiled.as_text())
-  step = bench.timed_step(args, mc, compiled)
+  step = timed_step(args, mc, compiled)
   for _ in range(args.warmup):
     state, _ = step(state)
   walls = []
@@ -223,7 +233,8 @@ def main(argv=None) -> None:
   print(f"{args.config} {args.dtype} bsz {args.bsz} bptt {args.bptt} on "
         f"{getattr(dev, 'device_kind', dev)} (jax {jax.__version__}, XLA_FLAGS "
         f"'{os.environ.get('XLA_FLAGS', '')}', float32 matmul {args.float32_matmul}, "
-        f"malloc tuned {bench._host_memory().malloc_tuned()}); compile {compile_s:.1f} s")
+        f"CPU tuning {tuning.enabled()}, glibc heap settings {tuning.malloc_tuned()}); "
+        f"compile {compile_s:.1f} s")
   print(f"traced {n} steps: wall {1e3 * statistics.median(walls):.2f} ms/step (median), "
         f"attributed events {total:.2f} ms/step in {sum(len(v) for v in found.values()) // n} "
         f"events/step")
@@ -236,7 +247,7 @@ def main(argv=None) -> None:
     for (kernel, before), ns in other.most_common(args.top):
       where = info[before]["op_name"][-90:] if before in info else before
       print(f"{ns / n / 1e6:9.3f} ms  {kernel}\n             after {before}: {where}")
-  model = bench.model_flops(mc, args.bsz, args.bptt)["train"]
+  model = model_flops(mc, args.bsz, args.bptt)["train"]
   print(f"model FLOPs {model / 1e9:.1f} G/step: {model / statistics.median(walls) / 1e12:.2f} "
         f"TFLOP/s at the wall time")
   tables = [("kind", lambda k: kind_of(k, info[k])),

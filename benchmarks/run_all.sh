@@ -25,3 +25,6 @@ $B --config small --sweep T --peer "$PEER" --rounds 1 --steps 4 --warmup 2
 $B --config small --sweep B --peer "$PEER" --rounds 1 --steps 4 --warmup 2
 # 6. input pipeline on one core
 $B --config small --pipeline --pipeline_docs 0
+# 7. what the library's default (untuned) CPU path costs: tuned and untuned
+#    glomo_jax workers alternating
+$B --config small --tuning_ratio --rounds 3 --steps 12 --warmup 3

@@ -1,6 +1,7 @@
-"""The GPU benchmark tooling, checked on the CPU (CI has no GPU): the peer's
-command line on a device, device-memory columns, the XLA_FLAGS choice of
-gpu_run.sh, and the trace attribution of profile_step.py."""
+"""The benchmark tooling, checked on the CPU (CI has no GPU): the peer's
+command line on a device, device-memory columns, the workers' CPU tuning
+environment, the XLA_FLAGS choice of gpu_run.sh, and the trace attribution
+of profile_step.py."""
 import contextlib
 import importlib.util
 import io
@@ -17,33 +18,47 @@ sys.path.insert(0, BENCH)
 import pick_xla_flags  # noqa: E402
 import pretrain_step  # noqa: E402
 import profile_step  # noqa: E402
+from stepbench import configs, driver  # noqa: E402
 
 
 def bench_args(*argv):
-  return pretrain_step.resolve(pretrain_step.build_parser().parse_args(list(argv)))
+  return configs.resolve(pretrain_step.build_parser().parse_args(list(argv)))
 
 
 def test_peer_on_a_gpu_runs_through_the_device_wrapper_with_the_same_config():
   args = bench_args("--config", "small", "--peer", "peer.py", "--peer_device", "cuda",
                     "--float32_matmul", "tf32", "--dtype", "bfloat16")
-  argv = pretrain_step.peer_argv(args)
-  assert argv[1] == pretrain_step.PEER_ON_DEVICE
+  argv = driver.peer_argv(args)
+  assert argv[1] == configs.PEER_ON_DEVICE
   flags = dict(zip(argv[2::2], argv[3::2]))
   assert flags["--peer"] == os.path.abspath("peer.py")
   assert flags["--device"] == "cuda" and flags["--tf32"] == "1"
   assert (flags["--bsz"], flags["--bptt"], flags["--sample_len"], flags["--dtype"]) == (
       "16", "100", "20", "bfloat16")
   # float32 everywhere unless tf32 is asked for; on the CPU the peer runs as it is
-  highest = pretrain_step.peer_argv(bench_args("--peer", "p.py", "--peer_device", "cuda"))
+  highest = driver.peer_argv(bench_args("--peer", "p.py", "--peer_device", "cuda"))
   assert highest[highest.index("--tf32") + 1] == "0"
-  cpu = pretrain_step.peer_argv(bench_args("--peer", "p.py"))
+  cpu = driver.peer_argv(bench_args("--peer", "p.py"))
   assert cpu[1] == os.path.abspath("p.py") and "--device" not in cpu
 
 
 def test_glomo_jax_workers_get_the_float32_matmul_precision():
-  argv = pretrain_step.worker_argv(bench_args("--float32_matmul", "highest"), "step")
+  argv = driver.worker_argv(bench_args("--float32_matmul", "highest"), "step")
   assert argv[argv.index("--float32_matmul") + 1] == "highest"
-  assert "--float32_matmul" not in pretrain_step.worker_argv(bench_args(), "step")
+  assert "--float32_matmul" not in driver.worker_argv(bench_args(), "step")
+
+
+def test_cpu_tuning_switches_the_workers_environment_on_and_off():
+  tuning = driver.tuning()
+  parent = {"PATH": "/bin", tuning.ENV_VAR: "1",
+            "GLIBC_TUNABLES": "glibc.pthread.rseq=0:" + tuning.MALLOC_TUNABLES}
+  on = driver.worker_environment(True, {"PATH": "/bin"})
+  assert on[tuning.ENV_VAR] == "1" and tuning.MALLOC_TUNABLES in on["GLIBC_TUNABLES"]
+  off = driver.worker_environment(False, parent)
+  assert tuning.ENV_VAR not in off and off["GLIBC_TUNABLES"] == "glibc.pthread.rseq=0"
+  assert "GLIBC_TUNABLES" not in driver.worker_environment(False, {"PATH": "/bin"})
+  argv = driver.worker_argv(bench_args("--cpu_tuning", "0"), "step")
+  assert argv[argv.index("--cpu_tuning") + 1] == "0"
 
 
 def test_pooled_device_peak_is_the_largest_of_either_programs_record():
@@ -51,11 +66,11 @@ def test_pooled_device_peak_is_the_largest_of_either_programs_record():
            "first_step_s": 3.0, "device_memory": {"peak_bytes_in_use": 548.0}}
   peer = {"step_s": [0.03], "median_step_s": 0.03, "peak_rss_mb": 1400.0,
           "first_step_s": 0.7, "device_peak_mb": 721.0}
-  assert pretrain_step.pooled([glomo, dict(glomo, device_memory={"peak_bytes_in_use": 1593.0})],
+  assert driver.pooled([glomo, dict(glomo, device_memory={"peak_bytes_in_use": 1593.0})],
                               16, 100)["device_peak_mb"] == 1593.0
-  assert pretrain_step.pooled([peer], 16, 100)["device_peak_mb"] == 721.0
+  assert driver.pooled([peer], 16, 100)["device_peak_mb"] == 721.0
   cpu = dict(glomo, device_memory=None)
-  assert pretrain_step.pooled([cpu], 16, 100)["device_peak_mb"] is None
+  assert driver.pooled([cpu], 16, 100)["device_peak_mb"] is None
 
 
 @pytest.mark.parametrize("second_step, chosen", [(0.025, "--a"), (0.0115, "--b")])

@@ -158,6 +158,8 @@ class _Loop:
       if preempted or self.record.stopped_early:
         break
     self.ckpt.wait()
+    if self.best_ckpt is not None:
+      self.best_ckpt.wait()
     summary = {"first_step": first, "step": int(state.step), "preempted": preempted,
                "stopped_early": self.record.stopped_early, "train": train,
                "eval": self.record.history[-1] if self.record.history else {},
