@@ -16,6 +16,9 @@ with ``--worker JOB``, which prints one JSON line):
   prints compile time, median step, tokens/s, peak RSS (and device memory on
   GPU), model FLOPs against XLA's ``cost_analysis()`` and achieved FLOP/s as
   a share of the matmul peak.
+* ``--baseline_repo DIR``: glomo_jax and another checkout's step worker (and
+  the peer, with ``--peer``) alternate; the table adds the baseline and the
+  ratio of this code's tokens/s to it (the previous code, compared in one run).
 * ``--peer PATH``: glomo_jax and the peer alternate (A B A B …) for
   ``--rounds`` rounds with the same config; a table of median step,
   tokens/s, peak RSS and the ratio of tokens/s.
@@ -90,6 +93,12 @@ def build_parser() -> argparse.ArgumentParser:
   p.add_argument("--peer_python", default=sys.executable,
                  help="python that runs the peer (needs torch)")
   p.add_argument("--peer_args", default="", help="extra flags for the peer, e.g. '--conv onednn'")
+  p.add_argument("--baseline_repo", default=None, metavar="DIR",
+                 help="another checkout of glomo_jax (e.g. the previous commit) whose own "
+                      "step worker alternates with this one's in the default mode")
+  p.add_argument("--baseline_args", default="",
+                 help="extra flags for the baseline's worker, e.g. '--malloc_tune 1' for "
+                      "code older than --cpu_tuning")
   p.add_argument("--peer_device", default="cpu",
                  help="torch device of the peer's model, e.g. cuda (anything but cpu runs "
                       "the peer through benchmarks/peer_on_device.py)")

@@ -48,6 +48,14 @@ def test_glomo_jax_workers_get_the_float32_matmul_precision():
   assert "--float32_matmul" not in driver.worker_argv(bench_args(), "step")
 
 
+def test_a_baseline_checkout_runs_its_own_step_worker_with_the_same_config():
+  argv = driver.baseline_argv(bench_args("--baseline_repo", "/prev", "--bsz", "4",
+                                         "--baseline_args", "--malloc_tune 1"))
+  assert argv[1] == "/prev/benchmarks/pretrain_step.py" and argv[2:4] == ["--worker", "step"]
+  assert argv[argv.index("--bsz") + 1] == "4" and argv[-2:] == ["--malloc_tune", "1"]
+  assert argv[argv.index("--config") + 1] == "small"
+
+
 def test_cpu_tuning_switches_the_workers_environment_on_and_off():
   tuning = driver.tuning()
   parent = {"PATH": "/bin", tuning.ENV_VAR: "1",

@@ -75,6 +75,21 @@ def worker_argv(args, job: str, **over) -> list[str]:
   return argv
 
 
+def baseline_argv(args) -> list[str]:
+  """Command line of the step worker of the checkout at --baseline_repo (its
+  own code: its script puts its repository first on sys.path)."""
+  values = dict(config=args.config, bsz=args.bsz, bptt=args.bptt,
+                sample_positions=args.sample_positions, dtype=args.dtype,
+                loss_chunk_size=args.loss_chunk_size, seed=args.seed,
+                float32_matmul=args.float32_matmul, steps=args.steps, warmup=args.warmup)
+  argv = [sys.executable, os.path.join(os.path.abspath(args.baseline_repo), "benchmarks",
+                                       "pretrain_step.py"), "--worker", "step"]
+  for key, value in values.items():
+    if value is not None:
+      argv += [f"--{key}", str(value)]
+  return argv + args.baseline_args.split()
+
+
 def peer_argv(args, **over) -> list[str]:
   """Command line of a peer run with the same config."""
   values = dict(config=args.config, bsz=args.bsz, bptt=args.bptt,

@@ -6,7 +6,8 @@ import os
 import statistics
 
 from stepbench.configs import SWEEP_DEFAULTS, check_peer_configs
-from stepbench.driver import peer_argv, pooled, run_glomo, run_json, worker_argv
+from stepbench.driver import (baseline_argv, peer_argv, pooled, run_glomo, run_json,
+                              worker_argv, worker_environment)
 from stepbench.report import (JSONL, Results, fmt, md_header, plot_sweep, pooled_table,
                               step_summary)
 
@@ -32,16 +33,24 @@ def _print_run(name: str, rec: dict) -> None:
 
 
 def step(args) -> None:
-  """glomo_jax alone, or alternating with the peer (A B A B ...)."""
+  """glomo_jax alone, or alternating with the peer and / or a baseline
+  checkout (A B C A B C ...)."""
   results = Results(args, "peer" if args.peer else "step")
   if args.peer:
     check_peer_configs(args.peer)
-  recs = {"glomo_jax": [], "peer": []}
+  recs = {"glomo_jax": [], "baseline": [], "peer": []}
   for r in range(1, args.rounds + 1):
     rec = {**run_glomo(args, "step", f"round {r} glomo_jax"), "round": r}
     results.add(rec)
     recs["glomo_jax"].append(rec)
     _print_run("glomo_jax", rec)
+    if args.baseline_repo:
+      brec = {**run_json(baseline_argv(args), f"round {r} baseline", args.timeout,
+                         worker_environment(bool(args.cpu_tuning))),
+              "round": r, "variant": "baseline", "baseline_repo": args.baseline_repo}
+      results.add(brec)
+      recs["baseline"].append(brec)
+      _print_run("baseline", brec)
     if args.peer:
       prec = {**run_json(peer_argv(args), f"round {r} peer", args.timeout), "round": r}
       results.add(prec)
@@ -54,11 +63,25 @@ def step(args) -> None:
     best = min(good, key=lambda r: r["median_step_s"])
     md += ["## glomo_jax (the run with the lowest median)", ""]
     md += ["- " + line for line in step_summary(best, peak)] + [""]
+  if args.baseline_repo:
+    a = pooled(recs["glomo_jax"], args.bsz, args.bptt)
+    c = pooled(recs["baseline"], args.bsz, args.bptt)
+    md += ["## glomo_jax against the baseline checkout (median over all timed steps)", ""]
+    md += pooled_table([("glomo_jax", a), (f"baseline {args.baseline_repo}", c)])
+    if a["runs"] and c["runs"]:
+      ratio = a["tokens_per_s"] / c["tokens_per_s"]
+      md += ["", f"**tokens/s glomo_jax ÷ baseline: {ratio:.3f}**", ""]
+      results.add({"impl": "summary", "glomo_jax": a, "baseline": c,
+                   "ratio_tokens_per_s_over_baseline": ratio})
   if args.peer:
     a = pooled(recs["glomo_jax"], args.bsz, args.bptt)
     b = pooled(recs["peer"], args.bsz, args.bptt)
     md += ["## Alternating runs (median over all timed steps of all runs)", ""]
     md += pooled_table([("glomo_jax", a), ("peer", b)])
+    if recs["baseline"]:
+      c = pooled(recs["baseline"], args.bsz, args.bptt)
+      if c["runs"] and b["runs"]:
+        md += ["", f"tokens/s baseline ÷ peer: {c['tokens_per_s'] / b['tokens_per_s']:.3f}"]
     if a["runs"] and b["runs"]:
       ratio = a["tokens_per_s"] / b["tokens_per_s"]
       md += ["", f"**tokens/s glomo_jax ÷ peer: {ratio:.3f}**"]
