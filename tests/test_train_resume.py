@@ -73,7 +73,7 @@ def test_sigkill_at_a_random_moment_then_resume_gives_identical_params(tmp_path)
 
 def export_matches_the_trained_model(workdir, state):
   """The export, loaded in a fresh process, gives the trained model's graphs."""
-  from glomo_jax import GLoMo, ModelConfig  # noqa: PLC0415
+  from glomo_jax import GLoMo  # noqa: PLC0415
   from glomo_jax.export import load_graph_predictor  # noqa: PLC0415
   tokens = np.array([[5, 9, 30, 7, 12, 40, 41, 3, 8, 9], [11, 12, 13, 14, 15, 16, 0, 0, 0, 0]],
                     np.int32)

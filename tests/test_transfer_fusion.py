@@ -1,6 +1,5 @@
 """HM (graph_features), the uniform graph and the gated fusion."""
 import jax
-import jax.numpy as jnp
 import numpy as np
 
 from glomo_jax.transfer import GatedFusion, graph_features, uniform_graphs

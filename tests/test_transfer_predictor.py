@@ -10,7 +10,7 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from glomo_jax import GLoMo, ModelConfig
+from glomo_jax import ModelConfig
 from glomo_jax.data.tokenizer import train_tokenizer
 from glomo_jax.export import export_graph_predictor, load_graph_predictor
 from glomo_jax.transfer import (GraphTransfer, cached_word_graphs, encode_word_lists,
