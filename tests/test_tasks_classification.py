@@ -25,6 +25,8 @@ from glomo_jax.tasks.transfer_config import ClassifierOptions, OptimOptions, Tas
 from glomo_jax.transfer.align import word_graphs
 from conftest import REPO, nli_records, reviews, write_jsonl
 
+ONE = jax.devices()[:1]  # in-process runs on one device: cheaper compiles
+
 
 def imdb_config(tmp_path, **changes) -> TransferConfig:
   files = TaskFiles(train=write_jsonl(tmp_path / "train.jsonl", reviews(64, 0)),
@@ -49,7 +51,7 @@ def test_imdb_learns_a_tiny_task_with_frozen_embeddings_and_early_stopping(tmp_p
   config = imdb_config(tmp_path)
   workdir = str(tmp_path / "run")
   with caplog.at_level(logging.INFO, logger="glomo_jax.train"):
-    results = run_transfer(config, workdir)
+    results = run_transfer(config, workdir, devices=ONE)
   progress = [r.getMessage() for r in caplog.records if "steps/s" in r.getMessage()]
   assert progress and all("ETA" in p for p in progress)
   assert "(1 compiled step shape)" in progress[-1]           # one padded length
@@ -76,7 +78,7 @@ def test_imdb_learns_a_tiny_task_with_frozen_embeddings_and_early_stopping(tmp_p
   again = task.evaluate("test", lambda batch: jax.device_get(eval_step(variables, batch)))
   assert again["accuracy"] == pytest.approx(results["test"])
   # a rerun of the finished run trains nothing and reports the same
-  rerun = run_transfer(config, workdir)
+  rerun = run_transfer(config, workdir, devices=ONE)
   assert {k: rerun[k] for k in ("validation_accuracy", "test", "best_step", "steps")} == {
       k: results[k] for k in ("validation_accuracy", "test", "best_step", "steps")}
 
@@ -98,7 +100,7 @@ def test_esim_with_graphs_from_a_real_predictor(tiny_export, tmp_path):
       optim=OptimOptions(learning_rate=0.01, batch_size=8, eval_batch_size=8, steps=6,
                          eval_every=3, log_every=3), seed=1, compile_fast=True)
   workdir = tmp_path / "run"
-  results = run_transfer(config, str(workdir))
+  results = run_transfer(config, str(workdir), devices=ONE)
   assert all(0.0 <= results[k] <= 1.0 for k in ("validation_accuracy", "matched", "mismatched"))
   assert len(results["curves"]) == 2
   assert "transfer" in saved_params(str(workdir), "best", results["best_step"])
@@ -129,7 +131,7 @@ def transfer_cmd(workdir, train, test):
   return [sys.executable, "-m", "experiments.transfer",
           "--config=experiments/configs/imdb.py:tiny", f"--workdir={workdir}",
           f"--config.files.train={train}", f"--config.files.test={test}",
-          "--config.optim.steps=24", "--config.optim.eval_every=4",
+          "--config.optim.steps=16", "--config.optim.eval_every=4",
           "--config.optim.checkpoint_every=1", "--config.optim.log_every=1"]
 
 
@@ -144,7 +146,7 @@ def test_downstream_run_killed_at_a_random_moment_resumes_bit_identical(tmp_path
 
   proc = subprocess.Popen(transfer_cmd(killed, train, test), cwd=REPO,
                           stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-  target = random.Random().randint(2, 20)
+  target = random.Random().randint(2, 13)
   ckpts = killed / "checkpoints"
   deadline = time.time() + 300
   while time.time() < deadline and proc.poll() is None:
@@ -160,7 +162,7 @@ def test_downstream_run_killed_at_a_random_moment_resumes_bit_identical(tmp_path
   assert out.returncode == 0, out.stderr[-3000:]
   assert "resumed from the checkpoint at step" in out.stderr
 
-  for which, step in (("checkpoints", 24),):
+  for which, step in (("checkpoints", 16),):
     a = ocp.StandardCheckpointer().restore(straight / which / str(step) / "state")
     b = ocp.StandardCheckpointer().restore(killed / which / str(step) / "state")
     for (path, x), y in zip(jax.tree_util.tree_leaves_with_path(a), jax.tree_util.tree_leaves(b)):

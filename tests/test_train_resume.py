@@ -18,6 +18,9 @@ from glomo_jax.train import Checkpointer, NonFiniteLossError
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 STEPS = 8
+# In-process runs use one device (cheaper compiles); the subprocess runs use
+# all 8 fake devices, so sharded saves and restores are covered there.
+ONE = jax.devices()[:1]
 
 
 def pretrain_cmd(workdir, export=False):
@@ -125,10 +128,10 @@ def test_non_finite_loss_stops_the_run_and_keeps_the_last_good_checkpoint(tmp_pa
   cfg = demo.get_config("tiny")
   cfg.num_steps, cfg.checkpoint_every, cfg.eval_every, cfg.export = 2, 1, 100, False
   cfg.log_every = 1
-  train_and_evaluate(PretrainConfig.from_dict(cfg.to_dict()), str(tmp_path))
+  train_and_evaluate(PretrainConfig.from_dict(cfg.to_dict()), str(tmp_path), devices=ONE)
   cfg.num_steps, cfg.learning_rate = 4, float("inf")
   with pytest.raises(NonFiniteLossError, match=r"step 3.*last good checkpoint is step 2"):
-    train_and_evaluate(PretrainConfig.from_dict(cfg.to_dict()), str(tmp_path))
+    train_and_evaluate(PretrainConfig.from_dict(cfg.to_dict()), str(tmp_path), devices=ONE)
   assert sorted(int(d) for d in os.listdir(tmp_path / "checkpoints") if d.isdigit()) == [1, 2]
 
 
@@ -137,10 +140,10 @@ def test_checkpoints_that_no_longer_fit_the_config_are_an_error_not_a_restart(tm
   from experiments.configs import demo  # noqa: PLC0415
   cfg = demo.get_config("tiny")
   cfg.num_steps, cfg.checkpoint_every, cfg.eval_every, cfg.export = 1, 1, 100, False
-  train_and_evaluate(PretrainConfig.from_dict(cfg.to_dict()), str(tmp_path))
+  train_and_evaluate(PretrainConfig.from_dict(cfg.to_dict()), str(tmp_path), devices=ONE)
   cfg.model.dim, cfg.model.head_dim = 24, 6
   with pytest.raises(RuntimeError, match="none could be restored"):
-    train_and_evaluate(PretrainConfig.from_dict(cfg.to_dict()), str(tmp_path))
+    train_and_evaluate(PretrainConfig.from_dict(cfg.to_dict()), str(tmp_path), devices=ONE)
   assert os.listdir(tmp_path / "checkpoints") == ["1"]
 
 
@@ -178,7 +181,7 @@ def test_the_train_step_compiles_once_across_evaluations_and_saves(tmp_path, cap
   jax.config.update("jax_log_compiles", True)
   try:
     with caplog.at_level(logging.WARNING):
-      summary = train_and_evaluate(PretrainConfig.from_dict(cfg.to_dict()), str(tmp_path))
+      summary = train_and_evaluate(PretrainConfig.from_dict(cfg.to_dict()), str(tmp_path), devices=ONE)
   finally:
     jax.config.update("jax_log_compiles", False)
   assert summary["step"] == 6
@@ -192,9 +195,9 @@ def test_a_finished_run_reruns_without_compiling_unless_its_newest_checkpoint_fa
   cfg = demo.get_config("tiny")
   cfg.num_steps, cfg.checkpoint_every, cfg.eval_every, cfg.export = 2, 1, 100, False
   config = PretrainConfig.from_dict(cfg.to_dict())
-  train_and_evaluate(config, str(tmp_path))
+  train_and_evaluate(config, str(tmp_path), devices=ONE)
   with caplog.at_level(logging.INFO, logger="glomo_jax.train"):
-    summary = train_and_evaluate(config, str(tmp_path))
+    summary = train_and_evaluate(config, str(tmp_path), devices=ONE)
   assert summary["step"] == 2 and summary["first_step"] == 2
   assert "resumed from the checkpoint at step 2" in caplog.text
   assert "train step compiled" not in caplog.text
@@ -206,7 +209,7 @@ def test_a_finished_run_reruns_without_compiling_unless_its_newest_checkpoint_fa
         f.write(b"\x00garbage")
   caplog.clear()
   with caplog.at_level(logging.INFO, logger="glomo_jax.train"):
-    summary = train_and_evaluate(config, str(tmp_path))
+    summary = train_and_evaluate(config, str(tmp_path), devices=ONE)
   assert summary["first_step"] == 1 and summary["step"] == 2
   assert "resumed from the checkpoint at step 1" in caplog.text
   assert caplog.text.count("train step compiled") == 1

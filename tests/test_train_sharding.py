@@ -13,17 +13,21 @@ from glomo_jax.train.sharding import fsdp_spec, replicated
 
 
 def run_steps(mesh, objective, tx, batches):
+  """The loop's programs by hand, compiled cheaply (the same options for
+  both meshes)."""
   init = functools.partial(create_state, objective, tx)
   abstract = jax.eval_shape(init, jax.random.PRNGKey(0))
   state_sh = state_shardings(mesh, abstract)
   state = jax.jit(init, out_shardings=state_sh)(jax.random.PRNGKey(0))
   bsh = batch_sharding(mesh)
+  placed = [{k: jax.device_put(v, bsh) for k, v in b.items()} for b in batches]
   step = jax.jit(functools.partial(train_step, objective, tx),
                  in_shardings=(state_sh, {"tokens": bsh, "mask": bsh}),
-                 out_shardings=(state_sh, replicated(mesh)), donate_argnums=(0,))
+                 out_shardings=(state_sh, replicated(mesh)), donate_argnums=(0,)
+                 ).lower(state, placed[0]).compile(tuning.FAST_COMPILE_OPTIONS)
   losses = []
-  for b in batches:
-    state, metrics = step(state, {k: jax.device_put(v, bsh) for k, v in b.items()})
+  for b in placed:
+    state, metrics = step(state, b)
     losses.append(float(metrics["loss"]))
   return state, losses
 

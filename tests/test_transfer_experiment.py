@@ -8,6 +8,7 @@ import os
 import subprocess
 import sys
 
+import jax
 import numpy as np
 import pytest
 
@@ -35,7 +36,9 @@ def _glove(path, words, dim):
 
 
 def run(config, workdir):
-  return run_transfer(TransferConfig.from_dict(config.to_dict()), str(workdir))
+  """run_transfer on one device (cheaper compiles)."""
+  return run_transfer(TransferConfig.from_dict(config.to_dict()), str(workdir),
+                      devices=jax.devices()[:1])
 
 
 @pytest.mark.parametrize("name", ["imdb", "mnli", "agreement"])

@@ -34,6 +34,7 @@ def get_config(arg: str = ""):
     config.eval_every = 3
     config.checkpoint_every = 3
     config.eval_batches = 2
+    config.compile_fast = True
   elif arg:
     raise ValueError(f"unknown demo preset {arg!r}; use '' or 'tiny'")
   return config

@@ -35,6 +35,7 @@ def get_config(arg: str = ""):
   if arg == "tiny":
     config.num_steps, config.log_every, config.eval_every = 10, 1, 5
     config.checkpoint_every, config.eval_batches = 5, 2
+    config.compile_fast = True
   elif arg:
     raise ValueError(f"unknown paper preset {arg!r}; use '' or 'tiny'")
   return config

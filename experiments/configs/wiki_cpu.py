@@ -30,6 +30,7 @@ def get_config(arg: str = ""):
     config.corpus.max_documents = 40
     config.num_steps, config.log_every, config.eval_every = 20, 5, 10
     config.checkpoint_every, config.eval_batches, config.batch_size = 10, 2, 8
+    config.compile_fast = True
   elif arg:
     raise ValueError(f"unknown wiki_cpu preset {arg!r}; use '' or 'tiny'")
   return config

@@ -42,6 +42,7 @@ class PretrainConfig:
     seed: parameters, sampled positions and data order.
     mesh_data, mesh_fsdp: mesh shape; -1 = all remaining devices.
     export: write the frozen graph predictor to <workdir>/export at the end.
+    compile_fast: cheap XLA compiles (CPU smoke runs: the `tiny` presets).
   """
   model: ModelConfig = ModelConfig()
   corpus: CorpusSpec = CorpusSpec()
@@ -70,6 +71,7 @@ class PretrainConfig:
   mesh_data: int = -1
   mesh_fsdp: int = 1
   export: bool = True
+  compile_fast: bool = False
 
   def __post_init__(self):
     if isinstance(self.model, Mapping):
@@ -108,4 +110,4 @@ class PretrainConfig:
         seed=self.seed, mesh_data=self.mesh_data, mesh_fsdp=self.mesh_fsdp,
         select_metric="heldout/loss" if heldout else None, select_mode="min",
         plateau_patience=self.plateau_patience if heldout else 0,
-        plateau_factor=self.plateau_factor), **changes)
+        plateau_factor=self.plateau_factor, compile_fast=self.compile_fast), **changes)
