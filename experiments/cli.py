@@ -19,8 +19,6 @@ import sys
 
 from absl import app, flags
 
-from glomo_jax.train.loop import NonFiniteLossError, UnrestorableCheckpointError
-
 DEBUG = flags.DEFINE_bool("debug", False, "On an error, show the traceback instead of one line.")
 COMPILATION_CACHE = flags.DEFINE_string(
     "compilation_cache_dir", None,
@@ -29,8 +27,14 @@ COMPILATION_CACHE = flags.DEFINE_string(
     "take minutes). Default: $JAX_COMPILATION_CACHE_DIR if set, else <workdir>/"
     "compile_cache; '' turns it off.")
 
-USER_ERRORS = (ValueError, OSError, ImportError, UnrestorableCheckpointError,
-               NonFiniteLossError)
+
+
+def user_errors() -> tuple[type[BaseException], ...]:
+  """The exceptions that are a user's mistake (imported late: the loop brings
+  JAX and orbax, which `--help` and a flag typo do not need)."""
+  from glomo_jax.train.loop import (NonFiniteLossError,  # noqa: PLC0415
+                                    UnrestorableCheckpointError)
+  return (ValueError, OSError, ImportError, UnrestorableCheckpointError, NonFiniteLossError)
 
 
 def compilation_cache_dir(workdir: str) -> str | None:
@@ -91,8 +95,8 @@ def run(main) -> None:
     quiet_libraries()
     try:
       return main(argv)
-    except USER_ERRORS as e:
-      if DEBUG.value:
+    except Exception as e:  # noqa: BLE001 (only a user's mistake is caught)
+      if DEBUG.value or not isinstance(e, user_errors()):
         raise
       _fail(f"{one_line(e)} (--debug shows the traceback)")
   app.run(wrapped, flags_parser=_parse_flags)

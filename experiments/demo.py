@@ -75,7 +75,10 @@ def transfer_runs(export: str, synthetic, workdir: str, variants, preset: str = 
     config = TransferConfig.from_dict(config.to_dict())
     if config.reads_graphs:
       config = config.replace(predictor_export=export)
-    out.append(run_transfer(config, os.path.join(workdir, "agreement", variant)))
+    results = run_transfer(config, os.path.join(workdir, "agreement", variant))
+    if results.get("preempted"):
+      break
+    out.append(results)
   return out
 
 
@@ -120,6 +123,9 @@ def main(argv):
   if _TRANSFER.value:
     results = transfer_runs(summary["export"], config.corpus.synthetic, workdir,
                             _TRANSFER.value, _TRANSFER_PRESET.value)
+    if len(results) < len(_TRANSFER.value):
+      print("a transfer run stopped before the end; rerun the same command to resume")
+      return
     print(transfer_table(results))
 
 

@@ -35,7 +35,7 @@ def main(argv):
   del argv
   from glomo_jax import tuning  # noqa: PLC0415
   tuning.start_process()  # GLOMO_JAX_CPU_TUNING=1 only; may restart the program
-  import jax  # noqa: PLC0415 (after flags: platform settings come from the environment)
+  import jax  # noqa: PLC0415
   if _DISTRIBUTED.value:
     jax.distributed.initialize(_COORDINATOR.value, _NUM_PROCESSES.value, _PROCESS_ID.value)
   from glomo_jax.pretraining import PretrainConfig, train_and_evaluate  # noqa: PLC0415

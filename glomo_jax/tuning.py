@@ -1,8 +1,9 @@
 """Opt-in tuning for CPU hosts, and the one place for XLA compiler options.
 
 Off by default: a user on a TPU VM, a GPU host or a laptop gets JAX's and
-glibc's defaults. ``GLOMO_JAX_CPU_TUNING=1`` in the environment switches on,
-for CPU devices:
+glibc's defaults. ``GLOMO_JAX_CPU_TUNING=1`` in the environment switches on
+the settings below, made for training on CPU devices; 1 and 3 act on the
+host process (its heap) whatever the devices, 2, 4 and 5 only on CPU ones:
 
 1. glibc heap settings (`MALLOC_TUNABLES`): one never-trimmed heap on
    transparent huge pages, no mmaps, so XLA:CPU's large per-step temporary
@@ -65,8 +66,10 @@ def malloc_tuned() -> bool:
 def start_process() -> bool:
   """Applies settings 1 and 2 when the tuning is on; returns whether it is.
 
-  Call it first thing in a program's main, before JAX computes anything: it
-  may restart the program (same argv, MALLOC_TUNABLES added) on Linux.
+  Call it first thing in a program's main, before JAX computes anything: on
+  Linux it restarts the program once (same argv, MALLOC_TUNABLES added);
+  synchronous dispatch follows the glibc settings (without them, on other
+  systems, neither is applied).
   """
   if not enabled():
     return False
@@ -79,6 +82,13 @@ def start_process() -> bool:
     import jax  # noqa: PLC0415 (the benchmark driver loads this module without JAX)
     jax.config.update("jax_cpu_enable_async_dispatch", False)
   return True
+
+
+def describe() -> str:
+  """One line for the logs: whether the tuning is on and what of it applies."""
+  if not enabled():
+    return "off (GLOMO_JAX_CPU_TUNING=1 switches it on)"
+  return f"on (glibc heap settings {'in place' if malloc_tuned() else 'not in place'})"
 
 
 def release_free_memory() -> bool:

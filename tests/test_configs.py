@@ -1,4 +1,5 @@
-"""Every experiment config loads, builds a TrainConfig, and rejects typos."""
+"""Every pretraining config loads, builds a PretrainConfig, and rejects typos;
+the CPU tuning is opt-in; the demo end to end."""
 import glob
 import json
 import importlib

@@ -13,10 +13,12 @@ PRETRAIN = ["-m", "experiments.pretrain"]
 WIKI_TINY = "--config=experiments/configs/wiki_cpu.py:tiny"
 
 
-def run(args, timeout=300):
-  env = {k: v for k, v in os.environ.items() if k != "GLOMO_JAX_CPU_TUNING"}
+def run(args, timeout=300, env=None):
+  """The entry point's process, CPU tuning off unless `env` asks for it."""
+  base = {k: v for k, v in os.environ.items() if k not in ("GLOMO_JAX_CPU_TUNING",
+                                                           "GLIBC_TUNABLES")}
   return subprocess.run([sys.executable] + args, cwd=REPO, capture_output=True, text=True,
-                        timeout=timeout, env=env)
+                        timeout=timeout, env={**base, **(env or {})})
 
 
 def assert_one_line(out, *fragments):
@@ -56,12 +58,14 @@ def test_pretraining_corpus_and_config_mistakes(corpora, tmp_path, name, flags, 
 
 @pytest.fixture(scope="module")
 def pretrained(tmp_path_factory):
-  """A one-step pretraining workdir with a checkpoint (no export)."""
+  """A one-step pretraining workdir with a checkpoint (no export), run with
+  the CPU tuning asked for: the run says it is on, with glibc's settings."""
   workdir = tmp_path_factory.mktemp("pretrained") / "run"
   out = run(PRETRAIN + ["--config=experiments/configs/demo.py:tiny", f"--workdir={workdir}",
                         "--config.num_steps=1", "--config.export=False",
-                        "--compilation_cache_dir="])
+                        "--compilation_cache_dir="], env={"GLOMO_JAX_CPU_TUNING": "1"})
   assert out.returncode == 0, out.stderr[-3000:]
+  assert "CPU tuning on (glibc heap settings in place)" in out.stderr
   return workdir
 
 
@@ -101,8 +105,11 @@ def test_export_mistakes(tiny_export, tmp_path):
     f.write(b"\xff\xfe")
   out = run(["-m", "experiments.transfer"] + config + [f"--config.predictor_export={broken}"])
   assert_one_line(out, "corrupt export", "sha256")
-  out = run(["-m", "experiments.transfer"] + config + ["--config.optim.stepz=3"])
+  typo = ["--config=experiments/configs/mnli.py:tiny", f"--workdir={tmp_path / 'typo'}",
+          "--config.optim.stepz=3"]
+  out = run(["-m", "experiments.transfer"] + typo)
   assert_one_line(out, "unknown config field 'stepz'", "steps")
+  assert not os.path.exists(tmp_path / "typo")                   # before any work
   out = run(["-m", "experiments.plot_graphs", f"--export={tmp_path / 'missing'}", "--text=a b"])
   assert_one_line(out, "no graph predictor export at")
   out = run(["-m", "experiments.demo", f"--workdir={tmp_path / 'demo'}",

@@ -79,7 +79,7 @@ def test_padding_neither_sends_nor_receives_and_adds_no_loss():
   np.testing.assert_array_equal(g[1, :, :, :, 6:], 0.0)     # padding sources send nothing
   other = tokens.at[1, 6:].set(7)
   run = lambda tok: model.apply(variables, tok, mask, train=True, mutable=["batch_stats"])[0]
-  (l1, m1), (l2, m2) = run(tokens), run(other)
+  (l1, m1), (l2, _) = run(tokens), run(other)
   np.testing.assert_allclose(l1, l2, rtol=1e-6)
   D = config.context_length
   # a target counts when its start t (< T - D) and the target t + k are real,

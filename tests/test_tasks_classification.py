@@ -71,6 +71,8 @@ def test_imdb_learns_a_tiny_task_with_frozen_embeddings_and_early_stopping(tmp_p
   table, _ = embedding_matrix(vocab, None, dim=16, oov_scale=0.5, seed=0)
   params = saved_params(workdir, "best", results["best_step"])
   np.testing.assert_array_equal(params["embed"]["embedding"], table)
+  kept = sorted(int(d) for d in os.listdir(os.path.join(workdir, "best")) if d.isdigit())
+  assert results["best_step"] in kept and max(kept) == results["best_step"]
   # the reported test accuracy is that of the best variables
   task = ClassificationTask(build_model(config, data, len(vocab), table), data, vocab, config)
   eval_step = jax.jit(task.eval_step)
@@ -132,7 +134,9 @@ def transfer_cmd(workdir, train, test):
           "--config=experiments/configs/imdb.py:tiny", f"--workdir={workdir}",
           f"--config.files.train={train}", f"--config.files.test={test}",
           "--config.optim.steps=16", "--config.optim.eval_every=4",
-          "--config.optim.checkpoint_every=1", "--config.optim.log_every=1"]
+          # reports every 3 steps, saves every 2: a resumed run's report
+          # intervals must still be the straight run's (the curves' means)
+          "--config.optim.checkpoint_every=2", "--config.optim.log_every=3"]
 
 
 def test_downstream_run_killed_at_a_random_moment_resumes_bit_identical(tmp_path):

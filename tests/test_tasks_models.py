@@ -11,6 +11,7 @@ import optax
 import pytest
 import tensorflow_datasets as tfds
 
+from glomo_jax import tuning
 from glomo_jax.tasks import batching, datasets, layers
 from glomo_jax.tasks.esim import ESIM, soft_align
 from glomo_jax.tasks.imdb import IMDBClassifier
@@ -21,7 +22,7 @@ VARIANTS = ("none", "embeddings", "rnn", "uniform")
 # XLA:CPU options for this file's many whole-model compiles: less LLVM
 # optimisation and the classic fusion emitters compile ~4x faster (same math,
 # equal up to float rounding).
-FAST = {"xla_backend_optimization_level": 0, "xla_cpu_use_fusion_emitters": False}
+FAST = tuning.FAST_COMPILE_OPTIONS
 
 
 def random_graphs(rng, mask, num_layers=L, heads=K, garbage=False):

@@ -159,6 +159,7 @@ def test_sigterm_saves_a_checkpoint_and_the_next_run_resumes(tmp_path):
   while time.time() < deadline and not (os.path.isdir(tb) and os.listdir(tb)):
     time.sleep(0.1)
   # the run's own environment: no glibc settings unless GLOMO_JAX_CPU_TUNING=1
+  # (tests/test_entry_point_errors.py runs the pretraining entry point with it)
   with open(f"/proc/{proc.pid}/environ", "rb") as f:
     assert b"GLIBC_TUNABLES=" not in f.read()
   time.sleep(3.0)                                   # well inside the 400 steps

@@ -1,15 +1,21 @@
 """A train step on 8 fake CPU devices (data 4 × fsdp 2) equals one device."""
+import dataclasses
 import functools
+import sys
 
 import jax
 import numpy as np
 import pytest
 
 from glomo_jax import ModelConfig, tuning
-from glomo_jax.pretraining import GLoMoObjective
+from glomo_jax.pretraining import GLoMoObjective, PretrainConfig, train_and_evaluate
 from glomo_jax.train import (batch_sharding, create_state, init_state, make_mesh,
                              make_optimizer, state_shardings, train_step)
 from glomo_jax.train.sharding import fsdp_spec, replicated
+from conftest import REPO
+
+sys.path.insert(0, REPO)
+from experiments.configs import demo  # noqa: E402
 
 
 def run_steps(mesh, objective, tx, batches):
@@ -68,7 +74,8 @@ def test_fsdp_rule_and_mesh_errors():
     make_mesh(data=3, fsdp=2, devices=jax.devices()[:8])
 
 
-def test_state_init_compiled_for_memory_gives_the_default_compile_bit_for_bit(monkeypatch):
+def test_state_init_compiled_for_memory_gives_the_default_compile_bit_for_bit(monkeypatch,
+                                                                              tmp_path):
   """With the CPU tuning on, the loop compiles the initialisation with XLA's
   older CPU emitters at -O1 (less compile memory); the parameters and
   optimiser state must be the ones XLA's default compile gives, with their
@@ -94,6 +101,10 @@ def test_state_init_compiled_for_memory_gives_the_default_compile_bit_for_bit(mo
   for (path, a), b in zip(leaves, jax.tree_util.tree_leaves(got)):
     np.testing.assert_array_equal(np.asarray(a), np.asarray(b), err_msg=jax.tree_util.keystr(path))
     assert b.sharding == a.sharding, jax.tree_util.keystr(path)
-  # The options really reach XLA: an unknown one is refused.
+  # The options really reach XLA through the loop's own path: an unknown one
+  # is refused when a pretraining run builds its state.
+  monkeypatch.setattr(tuning, "ONE_OFF_CPU_OPTIONS", {"xla_no_such_option": True})
+  config = dataclasses.replace(PretrainConfig.from_dict(demo.get_config("tiny").to_dict()),
+                               compile_fast=False, num_steps=1)
   with pytest.raises(Exception, match="xla_no_such_option"):
-    init_state(objective, tx, rng, compiler_options={"xla_no_such_option": True})
+    train_and_evaluate(config, str(tmp_path), devices=jax.devices()[:1])

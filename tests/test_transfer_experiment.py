@@ -86,7 +86,7 @@ def test_baseline_from_the_command_line_reports_test_accuracy(tmp_path):
   assert results["predictor"] is None
   assert json.loads(out.stdout)["test"] == results["test"]  # printed too
   # besides results.json: what the run needs to resume, its curves, compiled steps
-  run_files = {"best", "checkpoints", "results.json", "tensorboard"}
+  run_files = {"best", "checkpoints", "config.json", "results.json", "tensorboard"}
   assert run_files <= set(os.listdir(workdir)) <= run_files | {"compile_cache"}
 
 

@@ -211,8 +211,9 @@ class WindowIterator:
     mismatch = {k: (state.get(k), v) for k, v in self._settings().items()
                 if state.get(k) != v}
     if mismatch:
-      raise ValueError("iterator state does not match this iterator "
-                       f"(state, this): {mismatch}")
+      raise ValueError("the checkpoint's data position does not fit this data "
+                       f"(checkpoint, now): {mismatch}; rerun with the run's original "
+                       "corpus and window settings, or in a new --workdir")
     epoch, step = int(state["epoch"]), int(state["step"])
     if epoch < 0 or not 0 <= step < self.batches_per_epoch:
       raise ValueError(f"bad position epoch={epoch}, step={step} "

@@ -166,8 +166,9 @@ class PretrainingTask(GLoMoObjective):
     if ctx.is_main:  # written once the run is known to fit the workdir's checkpoints
       with open(os.path.join(self.workdir, CONFIG_FILE), "w") as f:
         json.dump(self.config.to_dict(), f, indent=2)
-    record = self._arc_record()
-    if self.has_arcs and self.eval_splits and "untrained" not in record and int(ctx.state.step) == 0:
+    # decided on what every process knows (the step), so all of them join
+    if self.has_arcs and self.eval_splits and int(ctx.state.step) == 0:
+      record = self._arc_record()
       record["untrained"] = _arcs(ctx.evaluate(HELDOUT))
       self._write_arc_record(ctx, record)
 

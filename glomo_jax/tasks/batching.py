@@ -187,5 +187,6 @@ class ExampleBatches:
                 if state.get(k) != v}
     if state.get("version") != STATE_VERSION or mismatch:
       raise ValueError(f"the checkpoint's data position does not fit this data "
-                       f"(checkpoint, now): {mismatch or state.get('version')}")
+                       f"(checkpoint, now): {mismatch or state.get('version')}; rerun with "
+                       "the run's original data settings, or in a new --workdir")
     self.epoch, self.step = int(state["epoch"]), int(state["step"])

@@ -13,6 +13,8 @@ word graphs of each text field from the task's graph caches (`TaskGraphs`).
 from __future__ import annotations
 
 import functools
+import json
+import os
 from typing import Any
 
 import jax
@@ -22,12 +24,13 @@ import optax
 from glomo_jax.tasks.batching import ExampleBatches, batch_order, host_rows, make_batch
 from glomo_jax.tasks.datasets import TaskData
 from glomo_jax.tasks.graphs import TaskGraphs
-from glomo_jax.tasks.transfer_config import TransferConfig
+from glomo_jax.tasks.transfer_config import RESUMABLE_CHANGES, TransferConfig, changed_fields
 from glomo_jax.tasks.words import Vocabulary
 from glomo_jax.train.config import LoopConfig
 from glomo_jax.train.task import RunContext, RunEval, Task
 
 VALIDATION = "validation"
+CONFIG_FILE = "config.json"
 
 
 class ClassificationTask(Task):
@@ -60,8 +63,10 @@ class ClassificationTask(Task):
     self.batch_size = config.optim.batch_size
     self.eval_batch_size = config.optim.eval_batch_size or 2 * self.batch_size
     self.process = (jax.process_index(), jax.process_count())
+    # a split smaller than one batch is padded with weight-0 rows
     self.batches = ExampleBatches(data.splits["train"], self.batch_size,
-                                  functools.partial(self.device_batch, "train"),
+                                  functools.partial(self.device_batch, "train",
+                                                    batch_size=self.batch_size),
                                   seed=config.seed, bucket_batches=config.bucket_batches)
 
   def loop_config(self, **changes) -> LoopConfig:
@@ -145,6 +150,22 @@ class ClassificationTask(Task):
       return {"accuracy": float("nan"), "loss": float("nan")}
     return {"accuracy": sums["correct"] / sums["count"],
             "loss": sums["loss_sum"] / sums["count"]}
+
+  def on_start(self, ctx: RunContext) -> None:
+    """Records the run's config in <workdir>/config.json; a resumed run must
+    have the same one (up to `RESUMABLE_CHANGES`)."""
+    path = os.path.join(ctx.workdir, CONFIG_FILE)
+    now = json.loads(json.dumps(self.config.to_dict()))
+    if int(ctx.state.step) > 0 and os.path.exists(path):
+      with open(path, encoding="utf-8") as f:
+        changed = [k for k in changed_fields(json.load(f), now) if k not in RESUMABLE_CHANGES]
+      if changed:
+        raise ValueError(f"{ctx.workdir} holds a run of another config (changed: "
+                         f"{', '.join(changed)}); rerun with its settings ({path}) or use a "
+                         "new --workdir")
+    if ctx.is_main:
+      with open(path, "w", encoding="utf-8") as f:
+        json.dump(now, f, indent=1)
 
   def on_end(self, ctx: RunContext) -> dict:
     """{'results': {'validation': best validation accuracy, <eval split>:

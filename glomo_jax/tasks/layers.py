@@ -230,8 +230,8 @@ class WordEmbedding(nn.Module):
 
   Frozen means the lookup goes through stop_gradient: the table stays a
   parameter (checkpointed with the rest) but gets exactly zero gradient.
-  `train.train_classifier` also leaves zero-gradient leaves untouched (no
-  weight decay is applied), so a frozen table stays bit-identical.
+  `ClassificationTask`'s Adam (no weight decay) also leaves zero-gradient
+  leaves untouched, so a frozen table stays bit-identical.
   """
   vocab_size: int
   features: int

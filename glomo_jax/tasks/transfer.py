@@ -131,7 +131,7 @@ def run_transfer(config: TransferConfig, workdir: str, *, devices=None,
     return {"preempted": True, "step": summary["step"]}
   results = _results(config, data, summary)
   results.update({
-      "train_time_s": summary["elapsed_s"], "wall_time_s": time.time() - start,
+      "train_time_s": summary["train_seconds"], "wall_time_s": time.time() - start,
       "examples": {n: len(s) for n, s in data.splits.items()},
       "vocabulary": len(vocab), "glove": str(coverage),
       "predictor": predictor.directory if predictor is not None else None,

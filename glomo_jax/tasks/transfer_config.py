@@ -20,6 +20,22 @@ GRAPH_VARIANTS = ("embeddings", "rnn")
 EVAL_SPLITS = {"imdb": ("test",), "snli": ("test",), "mnli": ("matched", "mismatched"),
                "agreement": ("test",)}
 SOURCES = ("files", "tfds", "synthetic")
+# Fields a resumed run may change (how long it trains and how often it
+# reports or saves); any other change would mix two configs' results.
+RESUMABLE_CHANGES = ("optim.steps", "optim.epochs", "optim.log_every",
+                     "optim.checkpoint_every", "graph_cache_dir")
+
+
+def changed_fields(old: Mapping[str, Any], new: Mapping[str, Any], prefix: str = "") -> list[str]:
+  """Dotted names of the fields whose values differ between two config dicts."""
+  out = []
+  for key in sorted(set(old) | set(new)):
+    a, b = old.get(key), new.get(key)
+    if isinstance(a, Mapping) and isinstance(b, Mapping):
+      out += changed_fields(a, b, f"{prefix}{key}.")
+    elif a != b:
+      out.append(f"{prefix}{key}")
+  return out
 
 
 @dataclasses.dataclass(frozen=True)

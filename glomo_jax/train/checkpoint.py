@@ -23,9 +23,9 @@ from jax.experimental import multihost_utils
 
 
 class Checkpointer:
-  """Periodic + final saves, keep-N, newest-valid restore."""
+  """Periodic + final saves, keep-N (None: keep all), newest-valid restore."""
 
-  def __init__(self, directory: str, keep: int = 3, save_every: int = 1,
+  def __init__(self, directory: str, keep: int | None = 3, save_every: int = 1,
                async_save: bool = True):
     self.directory = os.path.abspath(directory)
     options = ocp.CheckpointManagerOptions(
@@ -43,6 +43,14 @@ class Checkpointer:
         step, args=ocp.args.Composite(state=ocp.args.StandardSave(state),
                                       extra=ocp.args.JsonSave(extra)), force=force)
 
+  def restore(self, step: int, abstract_state) -> tuple[Any, dict]:
+    """(state, extra) of the checkpoint at `step` (arrays placed as
+    `abstract_state`'s shardings say)."""
+    restored = self.manager.restore(
+        step, args=ocp.args.Composite(state=ocp.args.StandardRestore(abstract_state),
+                                      extra=ocp.args.JsonRestore()))
+    return restored["state"], dict(restored["extra"])
+
   def restore_latest(self, abstract_state) -> tuple[Any, dict, int] | None:
     """(state, extra, step) of the newest checkpoint that loads, else None.
 
@@ -54,9 +62,7 @@ class Checkpointer:
     failed = []
     for step in reversed(self.steps()):
       try:
-        restored = self.manager.restore(
-            step, args=ocp.args.Composite(state=ocp.args.StandardRestore(abstract_state),
-                                          extra=ocp.args.JsonRestore()))
+        state, extra = self.restore(step, abstract_state)
       except Exception as e:  # a corrupt checkpoint: say so, use the previous one
         logging.warning("checkpoint at step %d in %s could not be restored (%s: %s); "
                         "trying the previous one", step, self.directory,
@@ -65,7 +71,7 @@ class Checkpointer:
         continue
       if failed:
         self._move_aside(failed)
-      return restored["state"], dict(restored["extra"]), step
+      return state, extra, step
     return None
 
   def _move_aside(self, steps: list[int]) -> None:
@@ -90,6 +96,11 @@ class Checkpointer:
       self.manager.delete(later)
       logging.info("deleted the checkpoint at step %d of %s (after step %d)", later,
                    self.directory, step)
+
+  def delete_before(self, step: int) -> None:
+    """Deletes the checkpoints of steps before `step`."""
+    for earlier in [s for s in self.steps() if s < step]:
+      self.manager.delete(earlier)
 
   def wait(self):
     self.manager.wait_until_finished()

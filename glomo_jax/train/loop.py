@@ -19,6 +19,7 @@ process receives SIGTERM (all processes save the same step, then return).
 """
 from __future__ import annotations
 
+import collections
 import functools
 import logging
 import math
@@ -87,9 +88,9 @@ class _Loop:
     if config.compilation_cache_dir:
       jax.config.update("jax_compilation_cache_dir", config.compilation_cache_dir)
     self.is_main = jax.process_index() == 0
-    logger.info("process %d of %d, %d local / %d global devices (%s)", jax.process_index(),
-                jax.process_count(), jax.local_device_count(), jax.device_count(),
-                jax.devices()[0].platform)
+    logger.info("process %d of %d, %d local / %d global devices (%s); CPU tuning %s",
+                jax.process_index(), jax.process_count(), jax.local_device_count(),
+                jax.device_count(), jax.devices()[0].platform, tuning.describe())
     # Mesh and state shapes --------------------------------------------------------
     self.mesh = make_mesh(config.mesh_data, config.mesh_fsdp, devices)
     self.platform = self.mesh.devices.flat[0].platform
@@ -112,10 +113,15 @@ class _Loop:
                              replicated(self.mesh), fast=fast)
     self.ckpt = Checkpointer(os.path.join(workdir, "checkpoints"),
                              keep=config.keep_checkpoints, save_every=config.checkpoint_every)
-    self.best_ckpt = (Checkpointer(os.path.join(workdir, "best"), keep=1)
+    # Best variables: every improvement is saved (synchronously: a checkpoint
+    # never names an unfinished best) and pruned once no kept checkpoint's
+    # record can name it (`_best_refs`: the best steps of the latest saves).
+    self.best_ckpt = (Checkpointer(os.path.join(workdir, "best"), keep=None)
                       if config.keep_best else None)
+    self._best_refs = collections.deque(maxlen=config.keep_checkpoints + 1)
     self.writer = MetricWriter(workdir, enabled=self.is_main)
     self.record = Record()
+    self._clock = time.perf_counter()
 
   # ---- the loop ------------------------------------------------------------------
   def train(self) -> dict[str, Any]:
@@ -143,16 +149,17 @@ class _Loop:
       preempted = self.preemption.reached(step) and not last
       evaluate = bool(task.eval_splits) and (last or step % cfg.eval_every == 0)
       save = last or preempted or step % cfg.checkpoint_every == 0
-      if save or evaluate or step % cfg.log_every == 0 or step == first + 1:
+      if save or evaluate or step % cfg.log_every == 0:
         train = self._report(step, sums, count, progress)
         sums, count = None, 0
-        if step == first + 1:
-          tuning.release_free_memory()  # set-up done: hand its pages back
+      elif step == first + 1:  # a first sign of life; the interval's sums go on
+        self._report(step, sums, count, progress, write=False)
+      if step == first + 1:
+        tuning.release_free_memory()  # set-up done: hand its pages back
       if evaluate:
         state = self._evaluate(state, step, train)
       if save or self.record.stopped_early:
-        self.ckpt.save(step, state, {"data": batches.state(), "loop": self.record.to_json(),
-                                     "step": step, "time": time.time()}, force=True)
+        self._save(step, state, batches)
       if evaluate or save:
         progress.restart(step)
       if preempted or self.record.stopped_early:
@@ -170,6 +177,7 @@ class _Loop:
     else:
       summary.update(task.on_end(self._context(state)))
     summary["elapsed_s"] = time.perf_counter() - progress.start
+    summary["train_seconds"] = self.record.train_seconds + time.perf_counter() - self._clock
     return summary
 
   def close(self):
@@ -179,6 +187,16 @@ class _Loop:
     self.writer.close()
 
   # ---- state ---------------------------------------------------------------------
+  def _save(self, step: int, state, batches) -> None:
+    now = time.perf_counter()
+    self.record.train_seconds += now - self._clock
+    self._clock = now
+    self.ckpt.save(step, state, {"data": batches.state(), "loop": self.record.to_json(),
+                                 "step": step, "time": time.time()}, force=True)
+    if self.best_ckpt is not None and self.record.best is not None:
+      self._best_refs.append(self.record.best_step)
+      self.best_ckpt.delete_before(min(self._best_refs))
+
   def _restore_or_init(self, batches):
     restored = self.ckpt.restore_latest(self.abstract)
     if restored is not None:
@@ -187,6 +205,7 @@ class _Loop:
       self.record = Record.from_json(extra["loop"])
       if self.best_ckpt is not None:   # saves from after this step are replayed
         self.best_ckpt.delete_after(step)
+        self._best_refs.append(self.record.best_step)
       logger.info("resumed from the checkpoint at step %d", step)
       return state
     if self.ckpt.steps():
@@ -213,15 +232,19 @@ class _Loop:
     if self.best_ckpt is None:
       raise ValueError("the run keeps no best checkpoint (LoopConfig.keep_best)")
     abstract = {"params": self.abstract.params, "batch_stats": self.abstract.batch_stats}
-    restored = self.best_ckpt.restore_latest(abstract)
-    if restored is None or restored[2] != self.record.best_step:
+    step = self.record.best_step
+    try:
+      return self.best_ckpt.restore(step, abstract)[0]
+    except Exception as e:  # noqa: BLE001 (orbax raises many kinds)
       raise UnrestorableCheckpointError(
-          f"the best checkpoint (step {self.record.best_step}) is missing from "
-          f"{self.best_ckpt.directory}")
-    return restored[0]
+          f"the best variables (step {step}) cannot be read from {self.best_ckpt.directory} "
+          f"({type(e).__name__}); rerun in a new --workdir") from e
 
   # ---- reports and evaluations ---------------------------------------------------------
-  def _report(self, step: int, sums, count: int, progress: Progress) -> dict:
+  def _report(self, step: int, sums, count: int, progress: Progress,
+              write: bool = True) -> dict:
+    """Means of the train metrics since the last report: checked, printed
+    and (write) sent to TensorBoard."""
     means = {k: float(v) / count for k, v in jax.device_get(sums).items()}
     bad = {k: means[k] for k in CHECKED if k in means and not math.isfinite(means[k])}
     if bad:
@@ -232,7 +255,7 @@ class _Loop:
           + ". The run is stopped; the last good checkpoint is "
           + (f"step {steps[-1]}" if steps else "none") + f" in {self.ckpt.directory}. "
           "Lower the learning rate or check the data.")
-    rates = progress.update(step)
+    rates = progress.update(step) if write else progress.peek(step)
     shown = "  ".join(f"{k} {means[k]:.4f}" for k in self._shown(means)
                       if k not in ("grad_norm", "param_norm", "lr_scale"))
     tokens = (f"  {rates['tokens_per_s']:.0f} tokens/s" if self.task.tokens_per_batch else "")
@@ -241,8 +264,9 @@ class _Loop:
                 step, self.config.num_steps, shown, means.get("lr_scale", 1.0),
                 rates["steps_per_s"], tokens, format_eta(rates["eta_s"]), shapes,
                 "" if shapes == 1 else "s")
-    self.writer.scalars(step, means, "train/")
-    self.writer.scalars(step, rates, "speed/")
+    if write:
+      self.writer.scalars(step, means, "train/")
+      self.writer.scalars(step, rates, "speed/")
     return means
 
   def _shown(self, metrics: dict) -> list[str]:
@@ -267,6 +291,7 @@ class _Loop:
     if decision["improved"] and self.best_ckpt is not None:
       self.best_ckpt.save(step, state.variables, {"step": step, "value": self.record.best},
                           force=True)
+      self.best_ckpt.wait()
     if decision["cut_lr"]:
       scale = max(float(state.lr_scale) * self.config.plateau_factor, MIN_LR_SCALE)
       # placed like the rest of the state, so the train step is not recompiled

@@ -41,12 +41,17 @@ class Progress:
     """Excludes time spent since the last update (evaluation, saving)."""
     self._t, self._step = time.perf_counter(), step
 
-  def update(self, step: int) -> dict:
-    now = time.perf_counter()
-    rate = (step - self._step) / max(now - self._t, 1e-9)
-    self._t, self._step = now, step
+  def peek(self, step: int) -> dict:
+    """Rates since the last update, without starting a new interval."""
+    rate = (step - self._step) / max(time.perf_counter() - self._t, 1e-9)
     eta = (self.last_step - step) / rate if rate > 0 else float("inf")
     return {"steps_per_s": rate, "tokens_per_s": rate * self.tokens_per_step, "eta_s": eta}
+
+  def update(self, step: int) -> dict:
+    """Rates since the last update; starts a new interval."""
+    rates = self.peek(step)
+    self._t, self._step = time.perf_counter(), step
+    return rates
 
 
 def format_eta(seconds: float) -> str:

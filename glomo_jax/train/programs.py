@@ -21,7 +21,9 @@ def global_batch(batch: dict, mesh) -> dict:
   rows = len(next(iter(batch.values()))) * jax.process_count()
   if rows % mesh.size:
     raise ValueError(f"a batch of {rows} rows cannot be split over the {mesh.size} devices "
-                     f"of the mesh: use a batch size divisible by {mesh.size}")
+                     f"of the mesh: make the batch sizes (batch_size, optim.batch_size, "
+                     f"optim.eval_batch_size) multiples of {mesh.size}, or use fewer "
+                     "devices (mesh_data)")
   return {k: jax.make_array_from_process_local_data(batch_sharding(mesh, np.ndim(v)),
                                                    np.asarray(v))
           for k, v in batch.items()}

@@ -17,6 +17,8 @@ class Record:
     plateau_bad: evaluations without improvement since the best one or the
       last learning-rate cut (the plateau rule).
     stopped_early: patience ran out.
+    train_seconds: wall time spent in the loop so far, over every
+      invocation of the run (up to its last checkpoint).
   """
   history: list = dataclasses.field(default_factory=list)
   best: float | None = None
@@ -24,6 +26,7 @@ class Record:
   since_best: int = 0
   plateau_bad: int = 0
   stopped_early: bool = False
+  train_seconds: float = 0.0
 
   def to_json(self) -> dict:
     return dataclasses.asdict(self)
