@@ -1,4 +1,4 @@
-"""Exporting the frozen graph predictor, and loading it without the trainer.
+"""Exporting the frozen graph predictor, and loading it without the training loop.
 
   export_graph_predictor("/exports/glomo", config, state_variables, tokenizer,
                          metadata={"step": 100_000})

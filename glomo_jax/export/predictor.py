@@ -6,7 +6,7 @@ against the config), pairs it with a tokenizer, and returns an
 `ExportedGraphPredictor`: the config, the variables, and the pure, jitted
 `predict(variables, tokens, mask) -> graphs [batch, 2L, K, T, T]`, plus
 host-side helpers from text (`encode`, `graphs_from_text`). Nothing here
-needs the trainer.
+needs the training loop.
 """
 from __future__ import annotations
 

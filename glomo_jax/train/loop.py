@@ -60,7 +60,8 @@ def run(task: Task, config: LoopConfig, workdir: str, *, devices=None) -> dict[s
   """Trains (or resumes) `task` in `workdir`; returns the run's summary:
   first_step, step, preempted, stopped_early, train (last reported means),
   eval (last evaluation), best ({'value', 'step'} or {}), history,
-  elapsed_s, and what the task's on_end returned.
+  elapsed_s (this call), train_seconds (time in the loop over every call of
+  the run), and what the task's on_end returned.
 
   devices: the mesh's devices (default: all of JAX's).
   """
@@ -121,7 +122,7 @@ class _Loop:
     self._best_refs = collections.deque(maxlen=config.keep_checkpoints + 1)
     self.writer = MetricWriter(workdir, enabled=self.is_main)
     self.record = Record()
-    self._clock = time.perf_counter()
+    self._clock = time.perf_counter()   # start of the time not yet in the record
 
   # ---- the loop ------------------------------------------------------------------
   def train(self) -> dict[str, Any]:
@@ -140,6 +141,7 @@ class _Loop:
     steps = range(first + 1, cfg.num_steps + 1) if not self.record.stopped_early else ()
     if steps:
       logger.info("training steps %d → %d", first, cfg.num_steps)
+    self._clock = time.perf_counter()
     for step in steps:
       batch = global_batch(next(batches), self.mesh)
       with jax.profiler.StepTraceAnnotation("train", step_num=step):
@@ -177,7 +179,8 @@ class _Loop:
     else:
       summary.update(task.on_end(self._context(state)))
     summary["elapsed_s"] = time.perf_counter() - progress.start
-    summary["train_seconds"] = self.record.train_seconds + time.perf_counter() - self._clock
+    summary["train_seconds"] = self.record.train_seconds + (
+        time.perf_counter() - self._clock if steps else 0.0)
     return summary
 
   def close(self):
