@@ -2,6 +2,10 @@
 fake devices for sharding tests."""
 import json
 import os
+import random
+import signal
+import subprocess
+import time
 
 os.environ.setdefault("JAX_PLATFORMS", "cpu")
 if "xla_force_host_platform_device_count" not in os.environ.get("XLA_FLAGS", ""):
@@ -99,3 +103,31 @@ def tiny_export(tmp_path_factory):
   tokenizer = train_tokenizer(sentences, 40, str(root / "tok") + "/")
   return export_graph_predictor(str(root / "export"), config,
                                 random_variables(config, graphs_only=True), tokenizer)
+
+
+def kill_during_run(cmd, checkpoints, last_target: int) -> None:
+  """Starts `cmd` (from the repository root) and kills it with SIGKILL a
+  random moment after its checkpoint directory first holds a step at or past
+  a random target in [2, last_target]; fails if the run ended first."""
+  proc = subprocess.Popen(cmd, cwd=REPO, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+  target = random.Random().randint(2, last_target)
+  deadline = time.time() + 300
+  while time.time() < deadline and proc.poll() is None:
+    done = ([int(d) for d in os.listdir(checkpoints) if d.isdigit()]
+            if os.path.isdir(checkpoints) else [])
+    if done and max(done) >= target:
+      break
+    time.sleep(0.02)
+  time.sleep(random.random() * 0.3)
+  proc.send_signal(signal.SIGKILL)
+  proc.wait()
+  assert proc.returncode == -signal.SIGKILL, "the run finished before it could be killed"
+
+
+def assert_trees_equal(a, b) -> None:
+  """Every leaf of two pytrees bit for bit (the path named on a mismatch)."""
+  leaves_a, leaves_b = jax.tree_util.tree_leaves_with_path(a), jax.tree_util.tree_leaves(b)
+  assert len(leaves_a) == len(leaves_b)
+  for (path, x), y in zip(leaves_a, leaves_b):
+    np.testing.assert_array_equal(np.asarray(x), np.asarray(y),
+                                  err_msg=jax.tree_util.keystr(path))

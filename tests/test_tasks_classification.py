@@ -6,11 +6,8 @@ give the result of one."""
 import json
 import logging
 import os
-import random
-import signal
 import subprocess
 import sys
-import time
 
 import jax
 import numpy as np
@@ -23,7 +20,8 @@ from glomo_jax.tasks import (ClassificationTask, TaskGraphs, TransferConfig, bui
                              run_transfer)
 from glomo_jax.tasks.transfer_config import ClassifierOptions, OptimOptions, TaskFiles
 from glomo_jax.transfer.align import word_graphs
-from conftest import REPO, nli_records, reviews, write_jsonl
+from conftest import (REPO, assert_trees_equal, kill_during_run, nli_records, reviews,
+                      write_jsonl)
 
 ONE = jax.devices()[:1]  # in-process runs on one device: cheaper compiles
 
@@ -148,36 +146,20 @@ def test_downstream_run_killed_at_a_random_moment_resumes_bit_identical(tmp_path
   out = run(transfer_cmd(straight, train, test))
   assert out.returncode == 0, out.stderr[-3000:]
 
-  proc = subprocess.Popen(transfer_cmd(killed, train, test), cwd=REPO,
-                          stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-  target = random.Random().randint(2, 13)
-  ckpts = killed / "checkpoints"
-  deadline = time.time() + 300
-  while time.time() < deadline and proc.poll() is None:
-    done = [int(d) for d in os.listdir(ckpts) if d.isdigit()] if ckpts.is_dir() else []
-    if done and max(done) >= target:
-      break
-    time.sleep(0.02)
-  time.sleep(random.random() * 0.3)
-  proc.send_signal(signal.SIGKILL)
-  proc.wait()
-  assert proc.returncode == -signal.SIGKILL, "the run finished before it could be killed"
+  kill_during_run(transfer_cmd(killed, train, test), killed / "checkpoints", 13)
   out = run(transfer_cmd(killed, train, test))
   assert out.returncode == 0, out.stderr[-3000:]
   assert "resumed from the checkpoint at step" in out.stderr
 
-  for which, step in (("checkpoints", 16),):
-    a = ocp.StandardCheckpointer().restore(straight / which / str(step) / "state")
-    b = ocp.StandardCheckpointer().restore(killed / which / str(step) / "state")
-    for (path, x), y in zip(jax.tree_util.tree_leaves_with_path(a), jax.tree_util.tree_leaves(b)):
-      np.testing.assert_array_equal(np.asarray(x), np.asarray(y), err_msg=jax.tree_util.keystr(path))
+  assert_trees_equal(*(ocp.StandardCheckpointer().restore(d / "checkpoints" / "16" / "state")
+                       for d in (straight, killed)))
   timing = ("train_time_s", "wall_time_s")
   ra, rb = (json.loads((d / "results.json").read_text()) for d in (straight, killed))
   assert {k: v for k, v in ra.items() if k not in timing} == {
       k: v for k, v in rb.items() if k not in timing}
   best = ra["best_step"]
-  np.testing.assert_array_equal(saved_params(str(straight), "best", best)["classifier"]["kernel"],
-                                saved_params(str(killed), "best", best)["classifier"]["kernel"])
+  assert_trees_equal(saved_params(str(straight), "best", best),
+                     saved_params(str(killed), "best", best))
 
 
 def test_downstream_run_on_eight_devices_matches_one_device(tmp_path):

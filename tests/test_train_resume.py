@@ -1,7 +1,6 @@
 """Exact resume after a hard kill, corrupt checkpoints, non-finite losses."""
 import logging
 import os
-import random
 import signal
 import subprocess
 import sys
@@ -15,6 +14,7 @@ import pytest
 
 from glomo_jax.pretraining import PretrainConfig, train_and_evaluate
 from glomo_jax.train import Checkpointer, NonFiniteLossError
+from conftest import assert_trees_equal, kill_during_run
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 STEPS = 8
@@ -44,30 +44,14 @@ def test_sigkill_at_a_random_moment_then_resume_gives_identical_params(tmp_path)
   out = run(pretrain_cmd(straight, export=True))
   assert out.returncode == 0, out.stderr[-3000:]
 
-  proc = subprocess.Popen(pretrain_cmd(killed), cwd=REPO, stdout=subprocess.DEVNULL,
-                          stderr=subprocess.DEVNULL)
-  target = random.Random().randint(2, STEPS - 2)
-  ckpts = os.path.join(killed, "checkpoints")
-  deadline = time.time() + 300
-  while time.time() < deadline and proc.poll() is None:
-    done = [int(d) for d in os.listdir(ckpts) if d.isdigit()] if os.path.isdir(ckpts) else []
-    if done and max(done) >= target:
-      break
-    time.sleep(0.05)
-  time.sleep(random.random() * 0.3)
-  proc.send_signal(signal.SIGKILL)
-  proc.wait()
-  assert proc.returncode == -signal.SIGKILL, "the run finished before it could be killed"
+  kill_during_run(pretrain_cmd(killed), os.path.join(killed, "checkpoints"), STEPS - 2)
   out = run(pretrain_cmd(killed))
   assert out.returncode == 0, out.stderr[-3000:]
   assert "resumed from the checkpoint at step" in out.stderr
 
   a, b = final_state(straight), final_state(killed)
   assert int(a["step"]) == int(b["step"]) == STEPS
-  for (path, x), y in zip(jax.tree_util.tree_leaves_with_path(a),
-                          jax.tree_util.tree_leaves(b)):
-    np.testing.assert_array_equal(np.asarray(x), np.asarray(y),
-                                  err_msg=jax.tree_util.keystr(path))
+  assert_trees_equal(a, b)
   assert os.listdir(os.path.join(killed, "tensorboard"))
   # the compiled steps went to <workdir>/compile_cache (experiments.pretrain default)
   assert os.listdir(os.path.join(straight, "compile_cache"))
