@@ -22,14 +22,14 @@ from typing import Any, Mapping
 import jax.numpy as jnp
 
 
-def _dataclass_type(hint) -> type | None:
-  """The dataclass in a field's type hint (`X` or `X | None`), else None."""
-  if dataclasses.is_dataclass(hint):
-    return hint
+def field_type(hint):
+  """The type a field's hint names: X for `X` and for `X | None` (generic
+  aliases reduced to their origin, e.g. tuple for tuple[str, ...])."""
   if typing.get_origin(hint) in (typing.Union, types.UnionType):
-    found = [a for a in typing.get_args(hint) if dataclasses.is_dataclass(a)]
-    return found[0] if len(found) == 1 else None
-  return None
+    kinds = [a for a in typing.get_args(hint) if a is not type(None)]
+    if len(kinds) == 1:
+      hint = kinds[0]
+  return typing.get_origin(hint) or hint
 
 
 def from_dict(cls, values: Mapping[str, Any], where: str | None = None):
@@ -49,8 +49,8 @@ def from_dict(cls, values: Mapping[str, Any], where: str | None = None):
   hints = typing.get_type_hints(cls)
   kwargs = {}
   for name, value in values.items():
-    inner = _dataclass_type(hints.get(name))
-    if inner is not None and isinstance(value, Mapping):
+    inner = field_type(hints.get(name))
+    if dataclasses.is_dataclass(inner) and isinstance(value, Mapping):
       value = from_dict(inner, value, f"{where}.{name}")
     kwargs[name] = value
   return cls(**kwargs)

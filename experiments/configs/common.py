@@ -11,25 +11,16 @@ with `<Config>.from_dict(config.to_dict())`.
 from __future__ import annotations
 
 import dataclasses
-import types
 import typing
 
 import ml_collections
 from ml_collections import config_dict as cd
 
 from glomo_jax import ModelConfig
+from glomo_jax.config import field_type
 from glomo_jax.data.corpus import CorpusSpec
 from glomo_jax.pretraining import PretrainConfig
 from glomo_jax.tasks.transfer_config import ClassifierOptions, OptimOptions, TransferConfig
-
-
-def _placeholder_type(hint):
-  """int for `int | None` (the one non-None type of an optional hint)."""
-  if typing.get_origin(hint) in (typing.Union, types.UnionType):
-    kinds = [a for a in typing.get_args(hint) if a is not type(None)]
-    if len(kinds) == 1:
-      return typing.get_origin(kinds[0]) or kinds[0]
-  return typing.get_origin(hint) or hint
 
 
 def config_dict(obj) -> ml_collections.ConfigDict:
@@ -41,7 +32,7 @@ def config_dict(obj) -> ml_collections.ConfigDict:
     if dataclasses.is_dataclass(value):
       value = config_dict(value)
     elif value is None:
-      value = cd.placeholder(_placeholder_type(hints[field.name]))
+      value = cd.placeholder(field_type(hints[field.name]))
     elif isinstance(value, tuple):
       value = list(value)
     values[field.name] = value

@@ -2,7 +2,7 @@
 
 `GLoMoObjective` holds what the training loop needs from a model: its
 variables, its optimiser, its loss on a batch of windows, and the held-out
-loss sums. `PretrainingTask` adds the corpus; the step benchmark and the
+loss sums (the model half of `glomo_jax.train.Task`; no data). `PretrainingTask` adds the corpus; the step benchmark and the
 sharding tests train the objective on batches of their own with
 `glomo_jax.train.create_state` and `train_step`.
 """
@@ -14,10 +14,9 @@ import optax
 
 from glomo_jax.config import ModelConfig
 from glomo_jax.models.glomo import GLoMo
-from glomo_jax.train.task import Task
 
 
-class GLoMoObjective(Task):
+class GLoMoObjective:
   """GLoMo on windows of `bptt` tokens; batches {'tokens', 'mask'} int32 [B, T].
 
   Args:

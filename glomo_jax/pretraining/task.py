@@ -29,7 +29,7 @@ from glomo_jax.pretraining.config import PretrainConfig
 from glomo_jax.pretraining.objective import GLoMoObjective
 from glomo_jax.train import loop
 from glomo_jax.train.optimizer import make_optimizer
-from glomo_jax.train.task import RunContext, RunEval
+from glomo_jax.train.task import RunContext, RunEval, Task
 
 logger = logging.getLogger("glomo_jax.train")
 
@@ -86,7 +86,7 @@ class _TrainWindows:
     self.windows.restore(state)
 
 
-class PretrainingTask(GLoMoObjective):
+class PretrainingTask(GLoMoObjective, Task):
   """GLoMo pretraining on a text corpus (see the module docstring).
 
   Attributes:

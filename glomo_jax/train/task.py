@@ -15,6 +15,7 @@ exactly the batches the uninterrupted run would have read.
 """
 from __future__ import annotations
 
+import abc
 import dataclasses
 from typing import Any, Callable, Iterator, Mapping, Protocol
 
@@ -36,9 +37,9 @@ class Batches(Protocol):
 RunEval = Callable[[dict], dict]
 
 
-class Task:
-  """Base class of tasks. Subclasses set the attributes and override the
-  methods that raise NotImplementedError; the hooks are optional.
+class Task(abc.ABC):
+  """Base class of tasks. Subclasses set the attributes and implement the
+  abstract methods; `batch_spec` and the hooks are optional.
 
   Attributes:
     rng_streams: names of the per-step rngs `loss` reads (e.g. ('dropout',)).
@@ -54,22 +55,25 @@ class Task:
   log_metrics: tuple[str, ...] | None = None
 
   # ---- model ------------------------------------------------------------------
+  @abc.abstractmethod
   def init_variables(self, rng: jax.Array) -> dict:
     """{'params': ..., 'batch_stats': ... (optional)}; traced under jit."""
-    raise NotImplementedError
 
+  @abc.abstractmethod
   def optimizer(self) -> optax.GradientTransformation:
-    raise NotImplementedError
+    """The optimiser of the parameters (the loop scales its updates by the
+    state's lr_scale)."""
 
+  @abc.abstractmethod
   def loss(self, variables: dict, batch: dict, rngs: dict
            ) -> tuple[jax.Array, dict, Any]:
     """(scalar loss, metrics {name: scalar}, updated batch_stats) of a
     training batch; `rngs` holds one key per `rng_streams` entry."""
-    raise NotImplementedError
 
   # ---- data -------------------------------------------------------------------
+  @abc.abstractmethod
   def train_batches(self) -> Batches:
-    raise NotImplementedError
+    """The resumable iterator of this process's training batches."""
 
   def batch_spec(self) -> dict[str, jax.ShapeDtypeStruct] | None:
     """Global shapes of every training batch when they are fixed: the loop
@@ -78,14 +82,14 @@ class Task:
     return None
 
   # ---- evaluation -------------------------------------------------------------
+  @abc.abstractmethod
   def eval_step(self, variables: dict, batch: dict) -> dict:
     """Pure function of one batch (the loop jits it); returns arrays that
     `evaluate` accumulates (e.g. sums)."""
-    raise NotImplementedError
 
+  @abc.abstractmethod
   def evaluate(self, split: str, run_eval: RunEval) -> dict[str, float]:
     """Metrics of one split: feed its batches to `run_eval`, accumulate."""
-    raise NotImplementedError
 
   # ---- hooks ------------------------------------------------------------------
   def on_start(self, ctx: "RunContext") -> None:
