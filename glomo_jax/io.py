@@ -1,13 +1,14 @@
-"""File helpers shared by every reader: one opener for compressed files, and
-`round_up` for padded lengths."""
+"""File helpers shared by every reader and writer: one opener for
+compressed files, an atomic JSON writer, and `round_up` for padded lengths."""
 from __future__ import annotations
 
 import bz2
 import gzip
 import io
+import json
 import lzma
 import os
-from typing import BinaryIO, TextIO
+from typing import Any, BinaryIO, TextIO
 
 COMPRESSION_SUFFIXES = (".gz", ".xz", ".bz2")
 
@@ -42,3 +43,15 @@ def round_up(n: int, multiple: int) -> int:
   if multiple < 1:
     raise ValueError(f"multiple must be >= 1, got {multiple}")
   return -(-n // multiple) * multiple
+
+
+def write_json(path: str | os.PathLike, value: Any, indent: int | None = 1) -> None:
+  """Writes `value` as UTF-8 JSON (non-ASCII kept; unknown types via str)
+  through a temporary file, so a reader never sees half a file."""
+  path = os.fspath(path)
+  os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
+  tmp = path + ".tmp"
+  with open(tmp, "w", encoding="utf-8") as f:
+    json.dump(value, f, indent=indent, ensure_ascii=False, default=str)
+    f.write("\n")
+  os.replace(tmp, path)

@@ -115,3 +115,16 @@ def test_export_mistakes(tiny_export, tmp_path):
   out = run(["-m", "experiments.demo", f"--workdir={tmp_path / 'demo'}",
              "--config=experiments/configs/wiki_cpu.py:tiny"])
   assert_one_line(out, "the demo reads the built-in synthetic corpus", "experiments.pretrain")
+
+
+def test_squad_mistakes(tmp_path):
+  squad = ["-m", "experiments.squad", "--config=experiments/configs/squad.py:tiny",
+           f"--workdir={tmp_path / 'run'}"]
+  out = run(squad)
+  assert_one_line(out, "needs --config.files.train=PATH")
+  (tmp_path / "not_squad.json").write_text('[{"question": "?"}]')
+  out = run(squad + [f"--config.files.train={tmp_path / 'not_squad.json'}"])
+  assert_one_line(out, "not the SQuAD JSON layout", "not_squad.json")
+  out = run(["-m", "experiments.squad_answer", f"--workdir={tmp_path}", "--passage=A b.",
+             "--question=What?"])
+  assert_one_line(out, "is not a SQuAD run", "experiments.squad")

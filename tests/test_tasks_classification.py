@@ -16,7 +16,7 @@ import pytest
 
 from glomo_jax.export import load_graph_predictor
 from glomo_jax.tasks import (ClassificationTask, TaskGraphs, TransferConfig, build_model,
-                             embedding_matrix, fit_graphs, load_task_data, make_batch,
+                             embedding_matrix, load_task_data, make_batch,
                              run_transfer)
 from glomo_jax.tasks.transfer_config import ClassifierOptions, OptimOptions, TaskFiles
 from glomo_jax.transfer.align import word_graphs
@@ -83,12 +83,6 @@ def test_imdb_learns_a_tiny_task_with_frozen_embeddings_and_early_stopping(tmp_p
       k: results[k] for k in ("validation_accuracy", "test", "best_step", "steps")}
 
 
-def test_fit_graphs_pads_and_crops():
-  g = np.ones((2, 2, 1, 3, 3), np.float32)
-  assert fit_graphs(g, 5).shape == (2, 2, 1, 5, 5) and fit_graphs(g, 5)[..., 3:, :].sum() == 0
-  assert fit_graphs(g, 2).shape == (2, 2, 1, 2, 2)
-
-
 def test_esim_with_graphs_from_a_real_predictor(tiny_export, tmp_path):
   files = TaskFiles(train=write_jsonl(tmp_path / "train.jsonl", nli_records(2)),
                     matched=write_jsonl(tmp_path / "m.jsonl", nli_records()[:5]),
@@ -115,7 +109,7 @@ def test_esim_with_graphs_from_a_real_predictor(tiny_export, tmp_path):
     got = graphs.batch("matched", f, batch["index"], batch[f + "_mask"].sum(1), 10)
     want, _ = word_graphs(predictor, None, [data["matched"].texts[f][i] for i in (3, 0)], 10)
     assert got.shape == (2, 4, 4, 10, 10) and got.any()
-    np.testing.assert_allclose(got, fit_graphs(want, 10), rtol=1e-6, atol=1e-7)
+    np.testing.assert_allclose(got, want, rtol=1e-6, atol=1e-7)
   lengths = batch["premise_mask"].sum(1)
   with pytest.raises(ValueError, match="holds 3 examples"):
     TaskGraphs({"matched": graphs.caches["mismatched"]}).batch(

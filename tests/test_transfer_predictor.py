@@ -119,6 +119,14 @@ def test_cache_float32_equals_on_the_fly_and_is_reused(predictor, tmp_path,
   np.testing.assert_array_equal(cache.get(slice(-1, None))[0], last)
   with pytest.raises(IndexError):
     cache.get([len(DATASET)])
+  # a batch's own length: the same graphs, only that much allocated
+  short = [i for i, x in enumerate(DATASET) if len(x) <= 3]
+  cut, cut_mask = cache.get(short, length=3)
+  full, full_mask = cache.get(short)
+  np.testing.assert_array_equal(cut, full[..., :3, :3])
+  assert not full[..., 3:, :].any() and not full_mask[:, 3:].any()
+  with pytest.raises(ValueError, match="shorter than an example"):
+    cache.get(range(len(DATASET)), length=1)
   # only the real words' blocks are stored
   per = 2 * predictor.config.num_graph_layers * predictor.config.num_heads
   assert cache.meta["total_values"] == per * sum(min(len(x), W) ** 2 for x in DATASET)

@@ -13,8 +13,6 @@ word graphs of each text field from the task's graph caches (`TaskGraphs`).
 from __future__ import annotations
 
 import functools
-import json
-import os
 from typing import Any
 
 import jax
@@ -24,13 +22,12 @@ import optax
 from glomo_jax.tasks.batching import ExampleBatches, batch_order, host_rows, make_batch
 from glomo_jax.tasks.datasets import TaskData
 from glomo_jax.tasks.graphs import TaskGraphs
-from glomo_jax.tasks.transfer_config import RESUMABLE_CHANGES, TransferConfig, changed_fields
+from glomo_jax.tasks.transfer_config import TransferConfig, make_optimizer, record_run_config
 from glomo_jax.tasks.words import Vocabulary
 from glomo_jax.train.config import LoopConfig
 from glomo_jax.train.task import RunContext, RunEval, Task
 
 VALIDATION = "validation"
-CONFIG_FILE = "config.json"
 
 
 class ClassificationTask(Task):
@@ -116,9 +113,7 @@ class ClassificationTask(Task):
     return self.model.init({"params": rng}, **inputs, train=False)
 
   def optimizer(self):
-    o = self.config.optim
-    clip = [optax.clip_by_global_norm(o.clip_norm)] if o.clip_norm else []
-    return optax.chain(*clip, optax.adam(o.learning_rate))
+    return make_optimizer(self.config.optim)
 
   def _scores(self, params, batch: dict, train: bool, rngs=None):
     logits = self.model.apply({"params": params}, **self._inputs(batch), train=train, rngs=rngs)
@@ -152,20 +147,7 @@ class ClassificationTask(Task):
             "loss": sums["loss_sum"] / sums["count"]}
 
   def on_start(self, ctx: RunContext) -> None:
-    """Records the run's config in <workdir>/config.json; a resumed run must
-    have the same one (up to `RESUMABLE_CHANGES`)."""
-    path = os.path.join(ctx.workdir, CONFIG_FILE)
-    now = json.loads(json.dumps(self.config.to_dict()))
-    if int(ctx.state.step) > 0 and os.path.exists(path):
-      with open(path, encoding="utf-8") as f:
-        changed = [k for k in changed_fields(json.load(f), now) if k not in RESUMABLE_CHANGES]
-      if changed:
-        raise ValueError(f"{ctx.workdir} holds a run of another config (changed: "
-                         f"{', '.join(changed)}); rerun with its settings ({path}) or use a "
-                         "new --workdir")
-    if ctx.is_main:
-      with open(path, "w", encoding="utf-8") as f:
-        json.dump(now, f, indent=1)
+    record_run_config(ctx, self.config.to_dict())
 
   def on_end(self, ctx: RunContext) -> dict:
     """{'results': {'validation': best validation accuracy, <eval split>:

@@ -180,7 +180,7 @@ def _label_id(value: Any, names: Sequence[str], where: str) -> int | None:
   return value
 
 
-def _text(value: Any) -> str:
+def record_text(value: Any) -> str:
   if hasattr(value, "item") and getattr(value, "shape", None) == ():
     value = value.item()
   if isinstance(value, (bytes, np.bytes_)):
@@ -205,7 +205,7 @@ def _tokenized_split(records: Iterable[Mapping[str, Any]], spec: TaskSpec, where
       dropped += 1
       continue
     for f in spec.text_fields:
-      texts[f].append(tokenizer(_text(record[f])))
+      texts[f].append(tokenizer(record_text(record[f])))
     labels.append(label)
   if dropped:
     logger.info("%s: dropped %d examples without a gold label", where, dropped)

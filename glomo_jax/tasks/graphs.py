@@ -16,22 +16,6 @@ from glomo_jax.tasks.datasets import TaskData
 from glomo_jax.transfer.cache import WordGraphCache, cached_word_graphs
 
 
-def fit_graphs(graphs: np.ndarray, length: int) -> np.ndarray:
-  """[B, 2L, K, W, W] → [B, 2L, K, length, length]: zero-padded or cropped.
-
-  Cropping is only exact when nothing beyond `length` carries weight, i.e.
-  the texts have at most `length` words (then those rows/columns are padding).
-  """
-  graphs = np.asarray(graphs)
-  w = graphs.shape[-1]
-  if w == length:
-    return graphs
-  if w > length:
-    return graphs[..., :length, :length]
-  pad = [(0, 0)] * (graphs.ndim - 2) + [(0, length - w), (0, length - w)]
-  return np.pad(graphs, pad)
-
-
 class TaskGraphs:
   """The graph caches of a task: one `WordGraphCache` per split and text field.
 
@@ -84,5 +68,5 @@ class TaskGraphs:
                        f"max_words differs from the cache's {cache.max_words}")
     out = np.zeros((len(index),) + self.graph_prefix + (length, length), np.float32)
     if len(real):
-      out[real] = fit_graphs(cache.get(index[real])[0], length)
+      out[real] = cache.get(index[real], length)[0]
     return out

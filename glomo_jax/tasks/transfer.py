@@ -19,7 +19,6 @@ uniform-graph ablation (no predictor).
 from __future__ import annotations
 
 import dataclasses
-import json
 import logging
 import os
 import time
@@ -28,6 +27,7 @@ from typing import Any
 import jax
 
 from glomo_jax.data.synthetic import SyntheticConfig
+from glomo_jax.io import write_json
 from glomo_jax.tasks.agreement import load_agreement_task
 from glomo_jax.tasks.classification import VALIDATION, ClassificationTask
 from glomo_jax.tasks.datasets import TaskData, load_task
@@ -84,14 +84,6 @@ def build_model(config: TransferConfig, data: TaskData, vocab_size: int, table,
   return ESIM(self_attention=m.self_attention, **common)
 
 
-def _write_json(path: str, value: dict) -> None:
-  tmp = path + ".tmp"
-  with open(tmp, "w", encoding="utf-8") as f:
-    json.dump(value, f, indent=1, default=str)
-    f.write("\n")
-  os.replace(tmp, path)
-
-
 def run_transfer(config: TransferConfig, workdir: str, *, devices=None,
                  compilation_cache_dir: str | None = None) -> dict[str, Any]:
   """One transfer run (module docstring); returns (and writes) the
@@ -137,7 +129,7 @@ def run_transfer(config: TransferConfig, workdir: str, *, devices=None,
       "predictor": predictor.directory if predictor is not None else None,
       "config": config.to_dict()})
   if jax.process_index() == 0:
-    _write_json(os.path.join(workdir, RESULTS_FILE), results)
+    write_json(os.path.join(workdir, RESULTS_FILE), results)
   logger.info("results: %s", {k: v for k, v in results.items()
                               if k not in ("curves", "config")})
   return results

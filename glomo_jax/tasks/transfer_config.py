@@ -8,7 +8,11 @@ before any work is done.
 from __future__ import annotations
 
 import dataclasses
+import json
+import os
 from typing import Any, Mapping
+
+import optax
 
 from glomo_jax.config import from_dict
 
@@ -22,6 +26,7 @@ EVAL_SPLITS = {"imdb": ("test",), "snli": ("test",), "mnli": ("matched", "mismat
 SOURCES = ("files", "tfds", "synthetic")
 # Fields a resumed run may change (how long it trains and how often it
 # reports or saves); any other change would mix two configs' results.
+CONFIG_FILE = "config.json"    # the run's config, in its workdir
 RESUMABLE_CHANGES = ("optim.steps", "optim.epochs", "optim.log_every",
                      "optim.checkpoint_every", "graph_cache_dir")
 
@@ -36,6 +41,24 @@ def changed_fields(old: Mapping[str, Any], new: Mapping[str, Any], prefix: str =
     elif a != b:
       out.append(f"{prefix}{key}")
   return out
+
+
+def record_run_config(ctx, config: Mapping[str, Any]) -> None:
+  """Writes a run's config dict to <workdir>/config.json; a resumed run
+  (ctx.state.step > 0) must have the same one up to `RESUMABLE_CHANGES`.
+  ctx: the training loop's RunContext (in a task's on_start)."""
+  path = os.path.join(ctx.workdir, CONFIG_FILE)
+  now = json.loads(json.dumps(config))
+  if int(ctx.state.step) > 0 and os.path.exists(path):
+    with open(path, encoding="utf-8") as f:
+      changed = [k for k in changed_fields(json.load(f), now) if k not in RESUMABLE_CHANGES]
+    if changed:
+      raise ValueError(f"{ctx.workdir} holds a run of another config (changed: "
+                       f"{', '.join(changed)}); rerun with its settings ({path}) or use a "
+                       "new --workdir")
+  if ctx.is_main:
+    with open(path, "w", encoding="utf-8") as f:
+      json.dump(now, f, indent=1)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -98,12 +121,14 @@ class ClassifierOptions:
 
 @dataclasses.dataclass(frozen=True)
 class OptimOptions:
-  """Adam with global-norm clipping (clip_norm None: none); training length
+  """`optimizer` ('adam', or 'adadelta' as document-qa's SQuAD model) at
+  `learning_rate` with global-norm clipping (clip_norm None: none); training length
   `steps`, else `epochs` (default 1); `eval_every` steps between validation
   evaluations (default one epoch); early stopping after `patience`
   evaluations without a better validation accuracy (None: never);
   `log_every` steps between progress lines; `checkpoint_every` steps between
   checkpoints (default: every evaluation)."""
+  optimizer: str = "adam"
   learning_rate: float = 1e-3
   clip_norm: float | None = None
   batch_size: int = 32
@@ -114,6 +139,26 @@ class OptimOptions:
   patience: int | None = None
   log_every: int = 100
   checkpoint_every: int | None = None
+
+
+OPTIMIZERS = {"adam": optax.adam, "adadelta": optax.adadelta}
+
+
+def make_optimizer(o: OptimOptions) -> optax.GradientTransformation:
+  """The optimiser of `o`: clipping (if any), then Adam or Adadelta."""
+  if o.optimizer not in OPTIMIZERS:
+    raise ValueError(f"unknown optimizer {o.optimizer!r}: one of {sorted(OPTIMIZERS)}")
+  clip = [optax.clip_by_global_norm(o.clip_norm)] if o.clip_norm else []
+  return optax.chain(*clip, OPTIMIZERS[o.optimizer](o.learning_rate))
+
+
+def check_optim(o: OptimOptions) -> None:
+  """Raises ValueError for an optimiser setting that cannot run."""
+  if o.optimizer not in OPTIMIZERS:
+    raise ValueError(f"unknown optim.optimizer {o.optimizer!r}: one of {sorted(OPTIMIZERS)}")
+  for name in ("batch_size", "log_every"):
+    if getattr(o, name) < 1:
+      raise ValueError(f"optim.{name} must be >= 1, got {getattr(o, name)}")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -214,7 +259,4 @@ class TransferConfig:
       if not self.max_words:
         raise ValueError(f"variant {self.variant!r} needs max_words (the graph cache "
                          "stores max_words × max_words graphs)")
-    o = self.optim
-    for name in ("batch_size", "log_every"):
-      if getattr(o, name) < 1:
-        raise ValueError(f"optim.{name} must be >= 1, got {getattr(o, name)}")
+    check_optim(self.optim)

@@ -42,7 +42,29 @@ _TOKEN = re.compile(r"""
   | '(?:s|re|ve|ll|d|m)\b    # 's 're 've 'll 'd 'm
   | \w+(?:-\w+)*             # words; well-known stays whole
   | [^\w\s]                  # any other single character
-""", re.VERBOSE)
+""", re.VERBOSE | re.IGNORECASE)
+
+
+def tokenize_with_offsets(text: str) -> tuple[list[str], list[tuple[int, int]]]:
+  """Lower-cased word tokens of `text` and their character spans in it.
+
+  The rules are `tokenize`'s, matched on the original text (a line break
+  becomes spaces of its own length), so ``text[start:end]`` is each token as
+  written and predicted word spans map back to the exact passage text.
+
+  Returns:
+    (words, spans): words[i] == text[start:end].lower() for (start, end) =
+    spans[i]; spans are increasing and do not overlap.
+
+  >>> tokenize_with_offsets("Don't stop!")
+  (['do', "n't", 'stop', '!'], [(0, 2), (2, 5), (6, 10), (10, 11)])
+  """
+  clean = _BREAK.sub(lambda m: " " * len(m.group()), text)
+  words, spans = [], []
+  for match in _TOKEN.finditer(clean):
+    words.append(match.group().lower())
+    spans.append(match.span())
+  return words, spans
 
 
 def tokenize(text: str) -> list[str]:
@@ -51,7 +73,7 @@ def tokenize(text: str) -> list[str]:
   >>> tokenize("I didn't like it.<br /><br />Well-made, though: 8/10!")
   ['i', 'did', "n't", 'like', 'it', '.', 'well-made', ',', 'though', ':', '8', '/', '10', '!']
   """
-  return _TOKEN.findall(_BREAK.sub(" ", text).lower())
+  return tokenize_with_offsets(text)[0]
 
 
 class Vocabulary:

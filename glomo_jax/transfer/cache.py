@@ -121,12 +121,14 @@ class WordGraphCache:
     return (f"WordGraphCache({len(self)} examples, W={self.max_words}, "
             f"{self.meta['dtype']}, path={self.path!r})")
 
-  def get(self, indices) -> tuple[np.ndarray, np.ndarray]:
+  def get(self, indices, length: int | None = None) -> tuple[np.ndarray, np.ndarray]:
     """Graphs and word masks of some examples.
 
     Args:
       indices: int sequence / array (negative counts from the end), or a
         slice.
+      length: W of the output (default max_words); at least the longest of
+        these examples (a batch's padded length: only it is allocated).
 
     Returns:
       graphs float32 [n, 2L, K, W, W] (zero outside each example's words) and
@@ -135,7 +137,10 @@ class WordGraphCache:
     if not isinstance(indices, slice):
       indices = np.asarray(indices, dtype=np.int64).reshape(-1)
     indices = np.arange(len(self))[indices]           # negatives, bounds checked
-    w = self.max_words
+    w = self.max_words if length is None else int(length)
+    longest = int(self.lengths[indices].max(initial=0))
+    if longest > w:
+      raise ValueError(f"length {w} is shorter than an example's {longest} words")
     graphs = np.zeros((len(indices), *self.graph_prefix, w, w), np.float32)
     mask = np.zeros((len(indices), w), bool)
     for row, i in enumerate(indices):

@@ -1,0 +1,109 @@
+"""Answering questions with a finished SQuAD run: `Answerer(workdir)`.
+
+Reads the run's config.json, vocabularies and best variables (its
+<workdir>/best; a run still training answers with its best so far), and for
+the graph variants its predictor export, whose graphs of the passage and the
+question are computed on the fly.
+"""
+from __future__ import annotations
+
+import json
+import os
+from typing import NamedTuple
+
+import jax
+import numpy as np
+
+from glomo_jax.squad.batching import make_squad_batch
+from glomo_jax.squad.config import SquadConfig
+from glomo_jax.squad.data import Paragraph, Question, SquadSplit
+from glomo_jax.squad.run import CHARS_FILE, VOCAB_FILE, build_reader
+from glomo_jax.squad.spans import best_span
+from glomo_jax.tasks.transfer_config import CONFIG_FILE
+from glomo_jax.tasks.words import Vocabulary, tokenize_with_offsets
+
+
+class Answer(NamedTuple):
+  text: str             # the passage text of the span
+  start: int            # its first and last character + 1 in the passage
+  end: int
+  probability: float    # P(start) · P(end) under the reader
+
+
+class Answerer:
+  """The best variables of a SQuAD run, ready to answer.
+
+  Raises:
+    FileNotFoundError: `workdir` holds no SQuAD run, or no best variables yet.
+  """
+
+  def __init__(self, workdir: str):
+    missing = [f for f in (CONFIG_FILE, VOCAB_FILE, CHARS_FILE)
+               if not os.path.isfile(os.path.join(workdir, f))]
+    if missing:
+      raise FileNotFoundError(f"{workdir} is not a SQuAD run (no {', '.join(missing)}): "
+                              "pass the --workdir of experiments.squad")
+    with open(os.path.join(workdir, CONFIG_FILE), encoding="utf-8") as f:
+      self.config = SquadConfig.from_dict(json.load(f))
+    self.vocab = Vocabulary.load(os.path.join(workdir, VOCAB_FILE))
+    self.chars = Vocabulary.load(os.path.join(workdir, CHARS_FILE))
+    self.predictor = None
+    layers = None
+    if self.config.reads_graphs:
+      from glomo_jax.export import load_graph_predictor  # noqa: PLC0415
+      self.predictor = load_graph_predictor(self.config.predictor_export)
+      layers = self.predictor.config.num_graph_layers
+    self.model = build_reader(self.config, len(self.vocab), len(self.chars),
+                              predictor_layers=layers)
+    self.variables = self._restore(workdir)
+    self._apply = jax.jit(self.model.apply, static_argnames="train")
+
+  def _restore(self, workdir: str) -> dict:
+    from glomo_jax.train.checkpoint import Checkpointer  # noqa: PLC0415
+    batch = self._batch("a b", "a")
+    inputs = {k: v for k, v in batch.items() if k not in ("start", "end", "weight")}
+    shapes = jax.eval_shape(lambda: self.model.init(jax.random.key(0), **inputs))
+    device = jax.sharding.SingleDeviceSharding(jax.devices()[0])
+    abstract = {"params": jax.tree.map(
+        lambda x: jax.ShapeDtypeStruct(x.shape, x.dtype, sharding=device), shapes["params"]),
+        "batch_stats": {}}
+    best = os.path.join(workdir, "best")
+    restored = Checkpointer(best, keep=None).restore_latest(abstract) \
+        if os.path.isdir(best) else None
+    if restored is None:
+      raise FileNotFoundError(f"{workdir} has no best variables yet (the run has not "
+                              "evaluated once): train it longer")
+    return restored[0]
+
+  def _batch(self, passage: str, question: str) -> dict:
+    paragraph = Paragraph.from_text("", passage)
+    words, spans = tokenize_with_offsets(question)
+    q = Question("q", question, words, [question[s:e] for s, e in spans], 0, [""], None)
+    split = SquadSplit([paragraph], [q])
+    self._paragraph = paragraph
+    batch = make_squad_batch(split, [0], self.vocab, self.chars,
+                             max_word_chars=self.config.max_word_chars,
+                             max_context_words=self.config.max_context_words,
+                             max_question_words=self.config.max_question_words)
+    del batch["index"], batch["paragraph"]
+    if self.predictor is not None:
+      from glomo_jax.transfer.align import word_graphs  # noqa: PLC0415
+      for field, texts in (("context", [paragraph.words]), ("question", [words])):
+        length = batch[field].shape[1]
+        batch[field + "_graphs"] = word_graphs(self.predictor, None,
+                                               [t[:length] for t in texts], length)[0]
+    return batch
+
+  def answer(self, passage: str, question: str) -> Answer:
+    """The reader's best span (at most `max_span` words) of `passage`."""
+    if not passage.strip() or not question.strip():
+      raise ValueError("both the passage and the question need some text")
+    batch = self._batch(passage, question)
+    inputs = {k: v for k, v in batch.items() if k not in ("start", "end", "weight")}
+    start, end = self._apply(self.variables, **inputs, train=False)
+    first, last, score = best_span(jax.nn.log_softmax(start), jax.nn.log_softmax(end),
+                                   batch["context_mask"], self.config.max_span)
+    first, last = int(first[0]), int(last[0])
+    p = self._paragraph
+    return Answer(p.text_of(first, last), int(p.spans[first, 0]), int(p.spans[last, 1]),
+                  float(np.exp(score[0])))

@@ -1,0 +1,141 @@
+"""`SquadConfig`: every field of a SQuAD v1.1 run, as dataclasses.
+
+Experiments build it from a ConfigDict (experiments/configs/squad.py, whose
+defaults are document-qa's published SQuAD settings); `check()` reports a
+config that cannot run before any work is done.
+"""
+from __future__ import annotations
+
+import dataclasses
+from typing import Any, Mapping
+
+from glomo_jax.config import from_dict
+from glomo_jax.tasks.transfer_config import (GRAPH_VARIANTS, VARIANTS, OptimOptions,
+                                             TfdsOptions, check_optim)
+
+SOURCES = ("files", "tfds")
+
+
+@dataclasses.dataclass(frozen=True)
+class SquadFiles:
+  """source='files': official-layout JSON (plain, .gz, .xz). 'train' is
+  required; 'dev' is the evaluation split (the official dev set)."""
+  train: str | None = None
+  dev: str | None = None
+
+
+@dataclasses.dataclass(frozen=True)
+class ReaderOptions:
+  """`glomo_jax.squad.model.SquadReader`'s fields (defaults: document-qa).
+
+  transfer_layers: None = the predictor's L (3 for 'uniform')."""
+  embed_dim: int = 100
+  oov_scale: float = 0.1
+  char_dim: int = 20
+  char_filters: int = 100
+  char_width: int = 5
+  hidden: int = 100
+  dense: int = 200
+  dropout_rate: float = 0.2
+  transfer_layers: int | None = None
+  num_mixtures: int = 2
+  conditioned: bool = True
+  transfer_features: int | None = None
+
+
+@dataclasses.dataclass(frozen=True)
+class SquadConfig:
+  """One SQuAD run: data, word vectors, graph source, reader, training.
+
+  Attributes:
+    source: 'files' or 'tfds' (`squad/v1.1`: train / validation as dev).
+    files, tfds: each source's settings.
+    val_questions: validation (model selection) carved from train by whole
+      articles until it holds this many questions.
+    max_train_questions: whole training paragraphs (seeded) up to this many
+      questions (None: all). max_dev_questions: the same for dev.
+    data_seed: the carve, subsets and random word vectors.
+    glove_path: GloVe text file (None: random word vectors); the table is fixed.
+    min_count: training words seen fewer times map to <unk> (words of any
+      split that GloVe has are always in the vocabulary).
+    char_min_count: characters seen fewer times in training map to <unk>.
+    max_word_chars: characters per word read by the CharCNN (document-qa 14).
+    max_context_words: passages are cut to this many words (None: never);
+      questions answered beyond it are left out of training, and every cut
+      is counted in results.json. max_question_words likewise.
+    length_multiple: padded lengths rounded up to a multiple of this.
+    bucket_batches: length-bucketing window in batches (`batch_order`).
+    max_span: most words in a predicted answer (document-qa 17).
+    model: the reader's fields.
+    variant: 'baseline', 'embeddings', 'rnn' or 'uniform'.
+    predictor_export, graph_cache_dir, graph_cache_dtype, graph_batch_size:
+      the graph source (as in TransferConfig); graphs are computed per
+      paragraph and per question.
+    optim: optimiser and training length.
+    seed: initialisation, dropout and shuffling.
+    mesh_data: data-parallel devices (-1: all). compile_fast: cheap XLA compiles.
+  """
+  source: str = "files"
+  files: SquadFiles = SquadFiles()
+  tfds: TfdsOptions = TfdsOptions()
+  val_questions: int = 1000
+  max_train_questions: int | None = None
+  max_dev_questions: int | None = None
+  data_seed: int = 0
+  glove_path: str | None = None
+  min_count: int = 1
+  char_min_count: int = 1
+  max_word_chars: int = 14
+  max_context_words: int | None = None
+  max_question_words: int | None = None
+  length_multiple: int = 16
+  bucket_batches: int = 0
+  max_span: int = 17
+  model: ReaderOptions = ReaderOptions()
+  variant: str = "baseline"
+  predictor_export: str | None = None
+  graph_cache_dir: str | None = None
+  graph_cache_dtype: str = "float16"
+  graph_batch_size: int = 8
+  optim: OptimOptions = OptimOptions()
+  seed: int = 0
+  mesh_data: int = -1
+  compile_fast: bool = False
+
+  @classmethod
+  def from_dict(cls, values: Mapping[str, Any]) -> "SquadConfig":
+    return from_dict(cls, values)
+
+  def to_dict(self) -> dict:
+    return dataclasses.asdict(self)
+
+  def replace(self, **changes) -> "SquadConfig":
+    return dataclasses.replace(self, **changes)
+
+  @property
+  def glomo(self) -> str:
+    return VARIANTS[self.variant]
+
+  @property
+  def reads_graphs(self) -> bool:
+    return self.variant in GRAPH_VARIANTS
+
+  def check(self) -> None:
+    """Raises ValueError naming what cannot work, and how to fix it."""
+    if self.variant not in VARIANTS:
+      raise ValueError(f"unknown variant {self.variant!r}: one of {list(VARIANTS)}")
+    if self.source not in SOURCES:
+      raise ValueError(f"unknown source {self.source!r}: one of {list(SOURCES)}")
+    if self.source == "files" and not self.files.train:
+      raise ValueError("source='files' needs --config.files.train=PATH (SQuAD JSON, e.g. "
+                       "../shared/data/squad_v1.1/squad_train-v1.1_rebuilt.json.xz)")
+    if self.reads_graphs and not self.predictor_export:
+      raise ValueError(f"variant {self.variant!r} needs --config.predictor_export=DIR "
+                       "(an export of experiments.pretrain / experiments.export)")
+    for name in ("max_span", "max_word_chars", "length_multiple", "graph_batch_size"):
+      if getattr(self, name) < 1:
+        raise ValueError(f"{name} must be >= 1, got {getattr(self, name)}")
+    for name in ("max_context_words", "max_question_words"):
+      if getattr(self, name) is not None and getattr(self, name) < 1:
+        raise ValueError(f"{name} must be >= 1 or None, got {getattr(self, name)}")
+    check_optim(self.optim)

@@ -1,0 +1,193 @@
+"""The SQuAD reader of Clark & Gardner (2018, document-qa), which the GLoMo
+paper's SQuAD model follows (§3: "a self-attention layer following the
+bi-attention layer, along with multiple layers of RNNs"), with the GLoMo
+transfer variants.
+
+For a passage c (Tc words) and a question q (Tq words); d = 2·hidden:
+
+  words        e = [GloVe(w) (fixed) ; CharCNN(chars of w)]       [B, T, E + F]
+  (glomo 'embeddings' / 'uniform': e = GraphTransfer(e) = [e ; gated])
+  encoding     c̄, q̄ = BiGRU(vdrop(e)), one GRU for both texts    [B, T, d]
+  (glomo 'rnn': c̄ = GraphTransfer(c̄), q̄ likewise = [c̄ ; gated])
+  bi-attention s_ij = w1·c̄_i + w2·q̄_j + w3·(c̄_i ⊙ q̄_j) + b         [B, Tc, Tq]
+               c2q_i = Σ_j softmax_j(s_ij) q̄_j
+               q2c = Σ_i softmax_i(max_j s_ij) c̄_i                (one vector)
+               g = ReLU(W [c̄ ; c2q ; c̄ ⊙ c2q ; c̄ ⊙ q2c])          [B, Tc, dense]
+  self-attn    y = vdrop(BiGRU(vdrop(g)));  s_ij trilinear, i → i masked
+               a_i = Σ_j softmax_j(s_ij) y_j
+               g = g + ReLU(W [y ; a ; y ⊙ a])                   (residual)
+  spans        m1 = BiGRU(vdrop(g));  start = w_s·m1
+               m2 = BiGRU([g ; m1]);  end = w_e·m2  (the end reads the start RNN)
+
+vdrop is variational dropout (one mask per sequence, shared over time).
+CharCNN: learned char embeddings (20), a width-5 convolution (100 filters,
+'SAME' padding with zero vectors for absent characters), ReLU, max over the
+word's characters. Softmaxes are over real words only; start / end logits at
+padding are -1e30. Graphs are inputs under stop_gradient (the predictor
+receives no gradient); passage and question each get their own graphs
+and share one GraphTransfer.
+"""
+from __future__ import annotations
+
+from typing import Callable
+
+import flax.linen as nn
+import jax
+import jax.numpy as jnp
+
+from glomo_jax.tasks import layers
+
+NEG = -1e30
+
+
+class CharCNN(nn.Module):
+  """Word vectors from characters: embed, convolve, ReLU, max over the word.
+
+  chars: int [B, T, C] (0 = no character) → [B, T, filters]; a word without
+  characters (padding) gives zeros."""
+  num_chars: int
+  char_dim: int = 20
+  filters: int = 100
+  width: int = 5
+  dropout_rate: float = 0.2
+
+  @nn.compact
+  def __call__(self, chars: jax.Array, *, train: bool = False) -> jax.Array:
+    b, t, c = chars.shape
+    present = (chars > 0)[..., None]
+    x = nn.Embed(self.num_chars, self.char_dim, name="embed",
+                 embedding_init=nn.initializers.normal(0.05))(chars)
+    x = nn.Dropout(self.dropout_rate, deterministic=not train)(x) * present
+    x = nn.Conv(self.filters, (self.width,), padding="SAME", name="conv")(
+        x.reshape(b * t, c, self.char_dim)).reshape(b, t, c, self.filters)
+    x = jnp.where(present, nn.relu(x), 0.0)
+    return jnp.max(x, axis=2)
+
+
+class TriLinear(nn.Module):
+  """s_ij = w1·x_i + w2·y_j + w3·(x_i ⊙ y_j) + b: x [B, Tx, d], y [B, Ty, d]
+  → [B, Tx, Ty]."""
+
+  @nn.compact
+  def __call__(self, x: jax.Array, y: jax.Array) -> jax.Array:
+    d = x.shape[-1]
+    wx = nn.Dense(1, name="x")(x)[..., 0]
+    wy = nn.Dense(1, use_bias=False, name="y")(y)[..., 0]
+    w = self.param("product", nn.initializers.normal(1.0 / d ** 0.5), (d,))
+    return wx[:, :, None] + wy[:, None, :] + jnp.einsum("bid,bjd->bij", x * w, y)
+
+
+def bi_attention(s: jax.Array, c: jax.Array, c_mask: jax.Array, q: jax.Array,
+                 q_mask: jax.Array) -> jax.Array:
+  """[c ; c2q ; c ⊙ c2q ; c ⊙ q2c] (module docstring) of scores s [B, Tc, Tq];
+  c [B, Tc, d], q [B, Tq, d] → [B, Tc, 4d]."""
+  both = c_mask[:, :, None] & q_mask[:, None, :]
+  c2q = jnp.einsum("bij,bjd->bid", layers.masked_softmax(s, both, axis=2), q)
+  row_max = jnp.max(jnp.where(both, s, NEG), axis=2)              # [B, Tc]
+  q2c = jnp.einsum("bi,bid->bd", layers.masked_softmax(row_max, c_mask), c)[:, None]
+  return jnp.concatenate([c, c2q, c * c2q, c * q2c], axis=-1)
+
+
+class SquadReader(nn.Module):
+  """The document-qa reader (module docstring).
+
+  Attributes:
+    vocab_size, embed_dim, embedding_init: the fixed word table [V, E].
+    num_chars, char_dim, char_filters, char_width: CharCNN.
+    hidden: GRU width per direction (document-qa 100). dense: the ReLU
+      layers' width (200). dropout_rate: variational dropout (0.2).
+    glomo: 'none', 'embeddings', 'rnn' or 'uniform'.
+    transfer_layers, num_mixtures, conditioned, transfer_features:
+      GraphTransfer's fields.
+  """
+  vocab_size: int
+  num_chars: int
+  embed_dim: int = 100
+  embedding_init: Callable = nn.initializers.normal(0.1)
+  char_dim: int = 20
+  char_filters: int = 100
+  char_width: int = 5
+  hidden: int = 100
+  dense: int = 200
+  dropout_rate: float = 0.2
+  glomo: str = "none"
+  transfer_layers: int = 3
+  num_mixtures: int = 2
+  conditioned: bool = True
+  transfer_features: int | None = None
+
+  @nn.compact
+  def __call__(self, context, context_mask, context_chars, question, question_mask,
+               question_chars, context_graphs=None, question_graphs=None, *,
+               train: bool = False) -> tuple[jax.Array, jax.Array]:
+    """Start and end logits of a batch of (passage, question) pairs.
+
+    Args:
+      context: int [B, Tc] word ids; context_mask: bool [B, Tc] (a prefix);
+        context_chars: int [B, Tc, C] character ids.
+      question, question_mask, question_chars: the same for [B, Tq].
+      context_graphs: float [B, 2L, K, Tc, Tc] ([.., target, source]);
+        question_graphs: [B, 2L, K, Tq, Tq]: for glomo 'embeddings' / 'rnn'.
+      train: dropout on (needs a 'dropout' rng).
+
+    Returns:
+      (start, end) float32 [B, Tc]; -1e30 at padding.
+    """
+    if self.glomo not in layers.GLOMO_MODES:
+      raise ValueError(f"unknown glomo variant {self.glomo!r}: {layers.GLOMO_MODES}")
+    cm, qm = context_mask.astype(bool), question_mask.astype(bool)
+    batch, tc, tq = context.shape[0], context.shape[1], question.shape[1]
+    length = max(tc, tq)
+
+    def pad(x):  # both texts as one batch of 2B rows of `length` (one RNN loop)
+      return jnp.pad(x, [(0, 0), (0, length - x.shape[1])] + [(0, 0)] * (x.ndim - 2))
+    pair = lambda a, b: jnp.concatenate([pad(a), pad(b)], axis=0)  # noqa: E731
+    mask2 = pair(cm, qm)
+    f2 = mask2[..., None].astype(jnp.float32)
+    vdrop = lambda x: nn.Dropout(self.dropout_rate, broadcast_dims=(1,),  # noqa: E731
+                                 deterministic=not train)(x)
+    graphs = None
+    if self.glomo in ("embeddings", "rnn"):
+      layers.check_graphs(context_graphs, cm, self.transfer_layers, "context")
+      layers.check_graphs(question_graphs, qm, self.transfer_layers, "question")
+      extra = length - tc, length - tq
+      graphs = jax.lax.stop_gradient(jnp.concatenate(
+          [jnp.pad(jnp.asarray(g, jnp.float32), [(0, 0)] * 3 + [(0, e), (0, e)])
+           for g, e in ((context_graphs, extra[0]), (question_graphs, extra[1]))], axis=0))
+    transfer = None if self.glomo == "none" else layers.graph_transfer(
+        "uniform" if self.glomo == "uniform" else "glomo", num_layers=self.transfer_layers,
+        num_mixtures=self.num_mixtures, conditioned=self.conditioned,
+        features=self.transfer_features, name="transfer")
+
+    words = layers.WordEmbedding(self.vocab_size, self.embed_dim, self.embedding_init,
+                                 freeze=True, name="embed")(pair(context, question))
+    chars = CharCNN(self.num_chars, self.char_dim, self.char_filters, self.char_width,
+                    self.dropout_rate, name="chars")(pair(context_chars, question_chars),
+                                                     train=train)
+    x = jnp.concatenate([words, chars], axis=-1) * f2
+    if self.glomo in ("embeddings", "uniform"):
+      x = transfer(x, graphs, mask2) * f2
+    x = layers.BiRNN(self.hidden, "gru", name="encoder")(vdrop(x), mask2)
+    if self.glomo == "rnn":
+      x = transfer(x, graphs, mask2) * f2
+    c, q = x[:batch, :tc], x[batch:, :tq]
+
+    fc = mask2[:batch, :tc, None].astype(jnp.float32)
+    s = TriLinear(name="bi_attention")(c, q)
+    g = nn.relu(nn.Dense(self.dense, name="attended")(bi_attention(s, c, cm, q, qm))) * fc
+
+    y = vdrop(layers.BiRNN(self.hidden, "gru", name="self_encoder")(vdrop(g), cm))
+    allowed = cm[:, None, :] & cm[:, :, None] & ~jnp.eye(tc, dtype=bool)[None]
+    a = jnp.einsum("bij,bjd->bid",
+                   layers.masked_softmax(TriLinear(name="self_attention")(y, y), allowed), y)
+    g = g + nn.relu(nn.Dense(self.dense, name="self_attended")(
+        jnp.concatenate([y, a, y * a], axis=-1))) * fc
+    g = vdrop(g)
+
+    m1 = layers.BiRNN(self.hidden, "gru", name="start_encoder")(g, cm)
+    m2 = layers.BiRNN(self.hidden, "gru", name="end_encoder")(
+        jnp.concatenate([g, m1], axis=-1), cm)
+    start = nn.Dense(1, name="start")(m1)[..., 0]
+    end = nn.Dense(1, name="end")(m2)[..., 0]
+    return (jnp.where(cm, start, NEG).astype(jnp.float32),
+            jnp.where(cm, end, NEG).astype(jnp.float32))

@@ -1,0 +1,190 @@
+"""A SQuAD run as one library call, `run_squad(config, workdir)`, and
+`Answerer`, which answers questions with a finished run.
+
+`run_squad`: reads the data (`load_squad`: train, validation carved from it
+by article, dev), builds the word and character vocabularies (saved in the
+workdir) and the fixed GloVe table, the paragraph and question graphs for
+the 'embeddings' / 'rnn' variants (`squad_graphs`), trains the reader on the
+training loop (`SquadTask`: checkpoints, exact resume, best variables by
+validation F1) and writes `<workdir>/results.json` (EM / F1 of validation
+and dev, speeds, the cuts, the curve) and `predictions.json` (dev).
+"""
+from __future__ import annotations
+
+import logging
+import os
+import time
+from typing import Any
+
+import jax
+
+from glomo_jax.io import write_json
+from glomo_jax.squad.config import SquadConfig
+from glomo_jax.squad.data import (SquadSplit, carve_validation, paragraph_subset,
+                                  read_squad_json, read_squad_tfds)
+from glomo_jax.squad.model import SquadReader
+from glomo_jax.squad.task import DEV, VALIDATION, SquadTask
+from glomo_jax.tasks.glove import embedding_matrix, read_glove
+from glomo_jax.tasks.graphs import TaskGraphs
+from glomo_jax.tasks.layers import embedding_initializer
+from glomo_jax.tasks.words import Vocabulary
+from glomo_jax.train import loop
+from glomo_jax.transfer.cache import cached_word_graphs
+
+logger = logging.getLogger("glomo_jax.squad")
+
+RESULTS_FILE, VOCAB_FILE, CHARS_FILE = "results.json", "vocab.json", "chars.json"
+
+
+def load_squad(config: SquadConfig) -> tuple[dict[str, SquadSplit], dict[str, Any]]:
+  """({'train', 'validation', 'dev' (when given)}: SquadSplit, report).
+
+  'train' keeps only questions whose answer lies inside the cut passage;
+  report counts the questions left out and those whose passage or question
+  is cut (nothing is cut silently)."""
+  if config.source == "files":
+    read = read_squad_json
+    locations = {"train": config.files.train, DEV: config.files.dev}
+  else:
+    t = config.tfds
+    read = lambda split: read_squad_tfds(split, data_dir=t.data_dir,  # noqa: E731
+                                         reader=t.reader, download=t.download)
+    locations = {"train": "train", DEV: "validation"}
+  full = read(locations["train"])
+  train, validation = carve_validation(full, config.val_questions, config.data_seed)
+  splits = {"train": paragraph_subset(train, config.max_train_questions, config.data_seed),
+            VALIDATION: validation}
+  if locations[DEV]:
+    splits[DEV] = paragraph_subset(read(locations[DEV]), config.max_dev_questions,
+                                   config.data_seed)
+  report: dict[str, Any] = {"questions": {}, "cut_passages": {}, "cut_questions": {}}
+  for name, split in splits.items():
+    report["questions"][name] = len(split)
+    for field, cap, key in (("context", config.max_context_words, "cut_passages"),
+                            ("question", config.max_question_words, "cut_questions")):
+      report[key][name] = int((split.lengths(field) > cap).sum()) if cap else 0
+  trainable = splits["train"].trainable(config.max_context_words)
+  report["train_left_out"] = len(splits["train"]) - len(trainable)
+  splits["train"] = trainable
+  for name, split in splits.items():
+    logger.info("SQuAD %s: %s", name, split.summary())
+  logger.info("left out of training (no answer span inside the passage): %d; cut: "
+              "passages %s, questions %s", report["train_left_out"], report["cut_passages"],
+              report["cut_questions"])
+  return splits, report
+
+
+def build_vocabularies(splits: dict[str, SquadSplit], config: SquadConfig
+                       ) -> tuple[Vocabulary, Vocabulary]:
+  """(words, characters). Words: the training words seen `min_count` times,
+  plus every word of any split that the GloVe file has (the table is fixed,
+  so those vectors carry over unchanged). Characters: those seen
+  `char_min_count` times in the training words as written."""
+  train = splits["train"]
+  texts = [p.words for p in train.paragraphs] + [q.words for q in train.questions]
+  vocab = Vocabulary.build(texts, min_count=config.min_count)
+  if config.glove_path:
+    others = {w for split in splits.values() for p in split.paragraphs for w in p.words}
+    others |= {w for split in splits.values() for q in split.questions for w in q.words}
+    found, _ = read_glove(config.glove_path, others - set(vocab.words))
+    extra = sorted(found)
+    vocab = Vocabulary(vocab.words[2:] + extra, list(vocab.counts[2:]) + [0] * len(extra))
+  tokens = [t for p in train.paragraphs for t in p.tokens()]
+  tokens += [t for q in train.questions for t in q.tokens]
+  chars = Vocabulary.build(([ch for ch in t[:config.max_word_chars]] for t in tokens),
+                           min_count=config.char_min_count)
+  return vocab, chars
+
+
+def squad_graphs(root: str, predictor, splits: dict[str, SquadSplit], config: SquadConfig
+                 ) -> TaskGraphs:
+  """The graphs of every split: 'context' per paragraph (shared by its
+  questions), 'question' per question; cached on disk under `root`."""
+  caches = {}
+  for name, split in splits.items():
+    caches[name] = {}
+    for field, texts, cap in (
+        ("context", [p.words for p in split.paragraphs], config.max_context_words),
+        ("question", [q.words for q in split.questions], config.max_question_words)):
+      longest = max(1, max(map(len, texts), default=1))
+      caches[name][field] = cached_word_graphs(
+          root, predictor, texts, min(longest, cap) if cap else longest,
+          dtype=config.graph_cache_dtype, batch_size=config.graph_batch_size)
+  return TaskGraphs(caches)
+
+
+def build_reader(config: SquadConfig, vocab_size: int, num_chars: int, table=None,
+                 predictor_layers: int | None = None) -> SquadReader:
+  """The variant's SquadReader; `table` [V, E] initialises the fixed word table."""
+  m = config.model
+  layers = m.transfer_layers
+  if predictor_layers is not None:
+    if layers is not None and layers != predictor_layers:
+      raise ValueError(f"model.transfer_layers={layers} but the predictor has "
+                       f"L={predictor_layers} graph layers")
+    layers = predictor_layers
+  extra = {} if table is None else {"embedding_init": embedding_initializer(table)}
+  return SquadReader(vocab_size=vocab_size, num_chars=num_chars, embed_dim=m.embed_dim,
+                     char_dim=m.char_dim, char_filters=m.char_filters,
+                     char_width=m.char_width, hidden=m.hidden, dense=m.dense,
+                     dropout_rate=m.dropout_rate, glomo=config.glomo,
+                     transfer_layers=layers or 3, num_mixtures=m.num_mixtures,
+                     conditioned=m.conditioned, transfer_features=m.transfer_features,
+                     **extra)
+
+
+def run_squad(config: SquadConfig, workdir: str, *, devices=None,
+              compilation_cache_dir: str | None = None) -> dict[str, Any]:
+  """One SQuAD run (module docstring); returns (and writes) results.json's
+  dict. Rerunning it in the same workdir resumes the run, or, once
+  finished, evaluates again without training."""
+  config.check()
+  start = time.time()
+  os.makedirs(workdir, exist_ok=True)
+  splits, report = load_squad(config)
+  vocab, chars = build_vocabularies(splits, config)
+  table, coverage = embedding_matrix(vocab, config.glove_path, dim=config.model.embed_dim,
+                                     oov_scale=config.model.oov_scale, seed=config.data_seed)
+  logger.info("vocabulary %d words, %d characters; %s", len(vocab), len(chars), coverage)
+  if jax.process_index() == 0:
+    vocab.save(os.path.join(workdir, VOCAB_FILE))
+    chars.save(os.path.join(workdir, CHARS_FILE))
+
+  predictor = graphs = None
+  graph_seconds = 0.0
+  if config.reads_graphs:
+    from glomo_jax.export import load_graph_predictor  # noqa: PLC0415
+    predictor = load_graph_predictor(config.predictor_export)
+    root = config.graph_cache_dir or os.path.join(workdir, "graph_cache")
+    t0 = time.time()
+    graphs = squad_graphs(root, predictor, splits, config)
+    graph_seconds = time.time() - t0
+    logger.info("graph cache %s ready (%.1f s)", root, graph_seconds)
+
+  model = build_reader(config, len(vocab), len(chars), table,
+                       predictor.config.num_graph_layers if predictor is not None else None)
+  task = SquadTask(model, splits, vocab, chars, config, graphs)
+  summary = loop.run(task, task.loop_config(compilation_cache_dir=compilation_cache_dir),
+                     workdir, devices=devices)
+  if summary["preempted"]:
+    return {"preempted": True, "step": summary["step"]}
+  scores = summary["results"]
+  trained = summary["step"] * config.optim.batch_size
+  results = {
+      "variant": config.variant, "seed": config.seed,
+      "validation": scores.get(VALIDATION), "dev": scores.get(DEV),
+      "best_step": summary["best"].get("step"), "steps": summary["step"],
+      "stopped_early": summary["stopped_early"],
+      "train_time_s": summary["train_seconds"],
+      "train_questions_per_s": trained / max(summary["train_seconds"], 1e-9),
+      "graph_cache_s": graph_seconds, "wall_time_s": time.time() - start,
+      **report, "vocabulary": len(vocab), "characters": len(chars), "glove": str(coverage),
+      "predictor": predictor.directory if predictor is not None else None,
+      "curves": [{"step": e["step"], "train_loss": e["train"].get("loss"),
+                  "exact_match": e[VALIDATION]["exact_match"], "f1": e[VALIDATION]["f1"]}
+                 for e in summary["history"]],
+      "config": config.to_dict()}
+  if jax.process_index() == 0:
+    write_json(os.path.join(workdir, RESULTS_FILE), results)
+  logger.info("results: %s", {k: v for k, v in results.items() if k not in ("curves", "config")})
+  return results

@@ -1,0 +1,193 @@
+"""SQuAD as a task of the training loop.
+
+Training minimises the cross-entropy of the first answer's start word plus
+that of its end word (softmaxes over the passage's real words), with the
+configured optimiser. Every `eval_every` steps the validation questions are
+answered (`spans.best_span`: the best span of at most `max_span` words) and
+scored with the official metrics; validation F1 selects the best variables,
+which answer the dev questions at the end. Each evaluation writes its
+answers as `<workdir>/predictions/<split>.json`, and the final dev answers
+as `<workdir>/predictions.json` ({question id: answer text}: the file the
+official evaluate-v1.1.py reads).
+"""
+from __future__ import annotations
+
+import functools
+import os
+import time
+from typing import Any, Mapping
+
+import jax
+import jax.numpy as jnp
+import optax
+
+from glomo_jax.io import write_json
+from glomo_jax.squad.batching import make_squad_batch
+from glomo_jax.squad.config import SquadConfig
+from glomo_jax.squad.data import SquadSplit
+from glomo_jax.squad.metrics import squad_scores
+from glomo_jax.squad.spans import best_span
+from glomo_jax.tasks.batching import ExampleBatches, batch_order, host_rows
+from glomo_jax.tasks.graphs import TaskGraphs
+from glomo_jax.tasks.transfer_config import make_optimizer, record_run_config
+from glomo_jax.tasks.words import Vocabulary
+from glomo_jax.train.config import LoopConfig
+from glomo_jax.train.task import RunContext, RunEval, Task
+
+VALIDATION, DEV = "validation", "dev"
+PREDICTIONS_FILE = "predictions.json"
+TEXTS = ("context", "question")
+
+
+class SquadTask(Task):
+  """A SquadReader trained on splits['train'] (module docstring).
+
+  Args:
+    model: a `SquadReader`.
+    splits: {'train' (answerable questions only: `SquadSplit.trainable`),
+      'validation', and optionally 'dev'}.
+    vocab: words → ids (the model's vocab_size); chars: characters → ids.
+    config: the run's SquadConfig.
+    graphs: {split: {'context': paragraph graphs, 'question': question
+      graphs}} (`TaskGraphs`); required iff the model reads graphs.
+  """
+  rng_streams = ("dropout",)
+  eval_splits = (VALIDATION,)
+  log_metrics = ("loss", "start_accuracy", "end_accuracy", "exact_match", "f1")
+
+  def __init__(self, model, splits: Mapping[str, SquadSplit], vocab: Vocabulary,
+               chars: Vocabulary, config: SquadConfig, graphs: TaskGraphs | None = None):
+    reads_graphs = model.glomo in ("embeddings", "rnn")
+    if reads_graphs and graphs is None:
+      raise ValueError(f"model variant glomo={model.glomo!r} reads predictor graphs: "
+                       "pass the paragraphs' and questions' graphs (TaskGraphs)")
+    self.model, self.splits, self.vocab, self.chars = model, dict(splits), vocab, chars
+    self.config, self.graphs = config, graphs if reads_graphs else None
+    self.batch_size = config.optim.batch_size
+    self.eval_batch_size = config.optim.eval_batch_size or 2 * self.batch_size
+    self.process = (jax.process_index(), jax.process_count())
+    self.workdir: str | None = None
+    self.is_main = jax.process_index() == 0
+    self.predictions: dict[str, dict[str, str]] = {}
+    self.eval_seconds: dict[str, float] = {}
+    self.batches = ExampleBatches(self.splits["train"], self.batch_size,
+                                  functools.partial(self.device_batch, "train",
+                                                    batch_size=self.batch_size),
+                                  seed=config.seed, bucket_batches=config.bucket_batches)
+
+  def loop_config(self, **changes) -> LoopConfig:
+    """Training length and evaluations from `config.optim` (one epoch = the
+    training questions' full batches)."""
+    o, per_epoch = self.config.optim, self.batches.batches_per_epoch
+    steps = o.steps if o.steps is not None else max(
+        1, int(round((o.epochs if o.epochs is not None else 1) * per_epoch)))
+    eval_every = o.eval_every or per_epoch
+    values = dict(num_steps=steps, log_every=o.log_every, eval_every=eval_every,
+                  checkpoint_every=o.checkpoint_every or eval_every, keep_checkpoints=2,
+                  seed=self.config.seed, mesh_data=self.config.mesh_data,
+                  select_metric=f"{VALIDATION}/f1", select_mode="max", patience=o.patience,
+                  keep_best=True, compile_fast=self.config.compile_fast)
+    values.update(changes)
+    return LoopConfig(**values)
+
+  # ---- batches ----------------------------------------------------------------
+  def device_batch(self, split: str, indices, batch_size: int | None = None) -> dict:
+    """This process's rows of the batch of questions `indices` of `split`
+    (`make_squad_batch`), with their graphs when the model reads them."""
+    c = self.config
+    batch = make_squad_batch(self.splits[split], indices, self.vocab, self.chars,
+                             max_word_chars=c.max_word_chars,
+                             max_context_words=c.max_context_words,
+                             max_question_words=c.max_question_words,
+                             length_multiple=c.length_multiple, batch_size=batch_size)
+    batch = host_rows(batch, *self.process)
+    rows = {"context": batch.pop("paragraph"), "question": batch.pop("index")}
+    if self.graphs is not None:
+      for f in TEXTS:
+        batch[f + "_graphs"] = self.graphs.batch(split, f, rows[f], batch[f + "_mask"].sum(1),
+                                                 batch[f].shape[1])
+    return batch
+
+  def train_batches(self):
+    return self.batches
+
+  def _logits(self, params, batch: dict, train: bool, rngs=None):
+    inputs = {k: v for k, v in batch.items() if k not in ("start", "end", "weight")}
+    return self.model.apply({"params": params}, **inputs, train=train, rngs=rngs)
+
+  # ---- model ------------------------------------------------------------------
+  def init_variables(self, rng):
+    inputs = {}
+    for f in TEXTS:
+      inputs[f], inputs[f + "_mask"] = jnp.ones((1, 2), jnp.int32), jnp.ones((1, 2), bool)
+      inputs[f + "_chars"] = jnp.ones((1, 2, self.config.max_word_chars), jnp.int32)
+      if self.graphs is not None:
+        inputs[f + "_graphs"] = jnp.zeros((1,) + self.graphs.graph_prefix + (2, 2))
+    return self.model.init({"params": rng}, **inputs, train=False)
+
+  def optimizer(self):
+    return make_optimizer(self.config.optim)
+
+  def loss(self, variables, batch, rngs):
+    start, end = self._logits(variables["params"], batch, True, rngs)
+    w = batch["weight"]
+    count = jnp.maximum(jnp.sum(w), 1.0)
+    ce = (optax.softmax_cross_entropy_with_integer_labels(start, batch["start"]) +
+          optax.softmax_cross_entropy_with_integer_labels(end, batch["end"]))
+    loss = jnp.sum(ce * w) / count
+    hit = lambda s, y: jnp.sum((jnp.argmax(s, -1) == y) * w) / count  # noqa: E731
+    return loss, {"loss": loss, "start_accuracy": hit(start, batch["start"]),
+                  "end_accuracy": hit(end, batch["end"])}, variables["batch_stats"]
+
+  # ---- evaluation -------------------------------------------------------------
+  def eval_step(self, variables, batch):
+    start, end = self._logits(variables["params"], batch, False)
+    first, last, score = best_span(jax.nn.log_softmax(start), jax.nn.log_softmax(end),
+                                   batch["context_mask"], self.config.max_span)
+    return {"first": first, "last": last, "score": score}
+
+  def answer_texts(self, split: str, indices, out: Mapping[str, Any]) -> dict[str, str]:
+    """{question id: passage text of its predicted span} of one batch's real rows."""
+    data = self.splits[split]
+    answers = {}
+    for row, i in enumerate(indices):
+      q = data.questions[int(i)]
+      answers[q.id] = data.paragraphs[q.paragraph].text_of(int(out["first"][row]),
+                                                           int(out["last"][row]))
+    return answers
+
+  def evaluate(self, split: str, run_eval: RunEval) -> dict[str, Any]:
+    """Exact match and F1 (percent) over every question of `split`."""
+    began = time.perf_counter()
+    data, predictions = self.splits[split], {}
+    for indices in batch_order(data, self.eval_batch_size):
+      out = run_eval(self.device_batch(split, indices, self.eval_batch_size))
+      predictions.update(self.answer_texts(split, indices, out))
+    self.eval_seconds[split] = time.perf_counter() - began
+    self.predictions[split] = predictions
+    if self.workdir is not None and self.is_main:
+      write_json(os.path.join(self.workdir, "predictions", f"{split}.json"), predictions,
+                 indent=None)
+    scores = squad_scores(predictions, {q.id: q.answers for q in data.questions})
+    return {"exact_match": scores["exact_match"], "f1": scores["f1"],
+            "questions_per_s": len(data) / max(self.eval_seconds[split], 1e-9)}
+
+  # ---- hooks ------------------------------------------------------------------
+  def on_start(self, ctx: RunContext) -> None:
+    """Records the config (a resumed run must have the same one)."""
+    self.workdir = ctx.workdir
+    record_run_config(ctx, self.config.to_dict())
+
+  def on_end(self, ctx: RunContext) -> dict:
+    """{'results': {split: {exact_match, f1, questions_per_s}}} of the best
+    variables on validation and dev; dev answers to predictions.json."""
+    best = ctx.best_variables()
+    results = {}
+    for split in (VALIDATION, DEV):
+      if split in self.splits:
+        results[split] = ctx.evaluate(split, best)
+    final = DEV if DEV in self.splits else VALIDATION
+    if self.is_main:
+      write_json(os.path.join(ctx.workdir, PREDICTIONS_FILE), self.predictions[final],
+                 indent=None)
+    return {"results": results}
