@@ -1,4 +1,5 @@
-r"""Runs a transfer config for several variants and seeds, then tabulates them.
+r"""Runs a transfer or SQuAD config for several variants and seeds, then
+tabulates them.
 
   python -m experiments.transfer_grid --config=experiments/configs/imdb.py \
       --root=runs/grid/imdb --variants=baseline,embeddings,uniform --seeds=0,1,2 \
@@ -6,8 +7,12 @@ r"""Runs a transfer config for several variants and seeds, then tabulates them.
       --config.files.train=../shared/data/imdb/imdb_train.jsonl.gz \
       --config.predictor_export=runs/wiki_cpu/export
 
-Every run is `python -m experiments.transfer --config=CONFIG --config.variant=V
---config.seed=S --workdir=ROOT/V_sS` plus the arguments after `--` (the
+  python -m experiments.transfer_grid --entry=squad \
+      --config=experiments/configs/squad.py:cpu --root=runs/grid/squad -- ...
+
+Every run is `python -m experiments.ENTRY --config=CONFIG --config.variant=V
+--config.seed=S --workdir=ROOT/V_sS` (ENTRY: transfer or squad) plus the
+arguments after `--` (the
 same for every run; `predictor_export` is dropped for variants that read no
 graphs). A run whose results.json exists is not repeated, so rerunning the
 command resumes. With --parallel=N, N runs go at once, each pinned to its own
@@ -15,8 +20,9 @@ CPU core (taskset) with one XLA thread, which on a small CPU host is faster
 than N·threads in one process for these small-matrix models.
 
 Finally ROOT/table.md (and stdout) gets one row per variant: validation
-(and test / matched / mismatched) accuracy as mean ± sample std over seeds,
-the number of seeds, training wall time, and the command of that row.
+(and test / matched / mismatched) accuracy, or SQuAD's validation and dev
+EM / F1, as mean ± sample std over seeds, the number of seeds, training
+wall time, and the command of that row.
 """
 from __future__ import annotations
 
@@ -32,7 +38,9 @@ from absl import flags
 
 from experiments import cli
 
-_CONFIG = flags.DEFINE_string("config", None, "Transfer config file (with :preset if any).")
+_ENTRY = flags.DEFINE_enum("entry", "transfer", ["transfer", "squad"],
+                           "experiments.transfer (IMDB, NLI, agreement) or experiments.squad.")
+_CONFIG = flags.DEFINE_string("config", None, "Transfer or SQuAD config file (with :preset).")
 _ROOT = flags.DEFINE_string("root", None, "Directory of the runs (ROOT/VARIANT_sSEED).")
 _VARIANTS = flags.DEFINE_list("variants", ["baseline", "embeddings", "uniform"], "Variants.")
 _SEEDS = flags.DEFINE_list("seeds", ["0", "1", "2"], "Seeds (config.seed).")
@@ -41,14 +49,24 @@ _TABLE_ONLY = flags.DEFINE_bool("table_only", False, "Only tabulate existing res
 flags.mark_flags_as_required(["config", "root"])
 
 GRAPH_VARIANTS = ("embeddings", "rnn")
-METRICS = ("validation_accuracy", "test", "matched", "mismatched")
+ACCURACIES = ("validation_accuracy", "test", "matched", "mismatched")
+
+
+def metrics(result: dict) -> dict[str, float]:
+  """A results.json's scores in percent: accuracies (transfer) or EM / F1
+  of validation and dev (SQuAD)."""
+  if "validation_accuracy" in result:
+    return {m.replace("_accuracy", ""): 100 * result[m] for m in ACCURACIES
+            if result.get(m) is not None}
+  return {f"{split} {short}": result[split][name] for split in ("validation", "dev")
+          if result.get(split) for short, name in (("EM", "exact_match"), ("F1", "f1"))}
 
 
 def run_command(config: str, variant: str, seed: str, workdir: str,
-                extra: list[str]) -> list[str]:
+                extra: list[str], entry: str = "transfer") -> list[str]:
   args = [a for a in extra
           if variant in GRAPH_VARIANTS or not a.startswith("--config.predictor_export")]
-  return [sys.executable, "-m", "experiments.transfer", f"--config={config}",
+  return [sys.executable, "-m", f"experiments.{entry}", f"--config={config}",
           f"--config.variant={variant}", f"--config.seed={seed}",
           f"--workdir={workdir}"] + args
 
@@ -63,7 +81,7 @@ def _pinned_env(core: int | None) -> dict:
 
 
 def run_grid(config: str, root: str, variants, seeds, parallel: int,
-             extra: list[str]) -> None:
+             extra: list[str], entry: str = "transfer") -> None:
   todo = []
   for variant in variants:
     for seed in seeds:
@@ -71,7 +89,7 @@ def run_grid(config: str, root: str, variants, seeds, parallel: int,
       if os.path.exists(os.path.join(workdir, "results.json")):
         print(f"done already: {workdir}")
         continue
-      todo.append((run_command(config, variant, seed, workdir, extra), workdir))
+      todo.append((run_command(config, variant, seed, workdir, extra, entry), workdir))
   cores = list(range(os.cpu_count() or 1))
   running = []          # (process, core, workdir, log file)
   failed = []
@@ -109,16 +127,13 @@ def run_grid(config: str, root: str, variants, seeds, parallel: int,
 def _mean_std(values: list[float]) -> str:
   if not values:
     return "–"
-  mean = 100 * statistics.fmean(values)
   if len(values) == 1:
-    return f"{mean:.2f}"
-  return f"{mean:.2f} ± {100 * statistics.stdev(values):.2f}"
+    return f"{values[0]:.2f}"
+  return f"{statistics.fmean(values):.2f} ± {statistics.stdev(values):.2f}"
 
 
-def table(config: str, root: str, variants, extra: list[str]) -> str:
-  rows, columns = [], list(METRICS)
-  present = set()
-  results = {}
+def table(config: str, root: str, variants, extra: list[str], entry: str = "transfer") -> str:
+  results, columns = {}, []
   for variant in variants:
     found = []
     for name in sorted(os.listdir(root)) if os.path.isdir(root) else []:
@@ -128,9 +143,8 @@ def table(config: str, root: str, variants, extra: list[str]) -> str:
           found.append(json.load(f))
     results[variant] = found
     for r in found:
-      present.update(m for m in columns if r.get(m) is not None)
-  columns = [m for m in columns if m in present]
-  head = ["variant", "seeds"] + [c.replace("_accuracy", "") for c in columns] + [
+      columns += [m for m in metrics(r) if m not in columns]
+  head = ["variant", "seeds"] + columns + [
       "train time / run (min)", "command (add --config.seed=S --workdir=DIR)"]
   lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
   for variant, found in results.items():
@@ -138,22 +152,23 @@ def table(config: str, root: str, variants, extra: list[str]) -> str:
       continue
     cells = [variant, ",".join(str(r["seed"]) for r in found)]
     for c in columns:
-      cells.append(_mean_std([r[c] for r in found if r.get(c) is not None]))
+      cells.append(_mean_std([metrics(r)[c] for r in found if c in metrics(r)]))
     cells.append(f"{statistics.fmean(r['train_time_s'] for r in found) / 60:.1f}")
-    cmd = [a for a in run_command(config, variant, "S", "DIR", extra)[1:]
+    cmd = [a for a in run_command(config, variant, "S", "DIR", extra, entry)[1:]
            if a not in ("--config.seed=S", "--workdir=DIR")]
     cells.append("`python " + " ".join(shlex.quote(c) for c in cmd) + "`")
     lines.append("| " + " | ".join(cells) + " |")
-  rows.append("\n".join(lines))
-  return "\n".join(rows) + "\n\nAccuracy in %, mean ± sample std over seeds.\n"
+  what = "accuracy" if entry == "transfer" else "exact match and F1"
+  return "\n".join(lines) + f"\n\nIn %: {what}, mean ± sample std over seeds.\n"
 
 
 def main(argv):
   extra = list(argv[1:])
   root = _ROOT.value
   if not _TABLE_ONLY.value:
-    run_grid(_CONFIG.value, root, _VARIANTS.value, _SEEDS.value, _PARALLEL.value, extra)
-  text = table(_CONFIG.value, root, _VARIANTS.value, extra)
+    run_grid(_CONFIG.value, root, _VARIANTS.value, _SEEDS.value, _PARALLEL.value, extra,
+             _ENTRY.value)
+  text = table(_CONFIG.value, root, _VARIANTS.value, extra, _ENTRY.value)
   os.makedirs(root, exist_ok=True)
   with open(os.path.join(root, "table.md"), "w", encoding="utf-8") as f:
     f.write(text)

@@ -174,3 +174,23 @@ def test_grid_runs_variants_and_seeds_resumes_and_tabulates(tmp_path):
              and "--workdir" not in r for r in rows)
   again = subprocess.run(cmd, cwd=REPO, capture_output=True, text=True, timeout=600)
   assert again.returncode == 0 and again.stdout.count("done already") == 4
+
+
+def test_grid_tabulates_squad_runs(tmp_path):
+  for variant, seed, f1 in (("baseline", 0, 40.0), ("baseline", 1, 44.0), ("embeddings", 0, 41.5)):
+    run_dir = tmp_path / f"{variant}_s{seed}"
+    run_dir.mkdir()
+    (run_dir / "results.json").write_text(json.dumps({
+        "variant": variant, "seed": seed, "train_time_s": 600.0,
+        "validation": {"exact_match": f1 - 10, "f1": f1},
+        "dev": {"exact_match": f1 - 12, "f1": f1 - 1}}))
+  out = subprocess.run([sys.executable, "-m", "experiments.transfer_grid", "--entry=squad",
+                        "--config=experiments/configs/squad.py:cpu", f"--root={tmp_path}",
+                        "--variants=baseline,embeddings", "--table_only"],
+                       cwd=REPO, capture_output=True, text=True, timeout=120)
+  assert out.returncode == 0, out.stderr[-2000:]
+  lines = out.stdout.splitlines()
+  assert lines[0].startswith("| variant | seeds | validation EM | validation F1 | dev EM | dev F1")
+  assert "| baseline | 0,1 | 32.00 ± 2.83 | 42.00 ± 2.83 | 30.00 ± 2.83 | 41.00 ± 2.83 | 10.0 |" \
+      in out.stdout and "python -m experiments.squad" in out.stdout
+  assert "| embeddings | 0 | 31.50 | 41.50 | 29.50 | 40.50 |" in out.stdout

@@ -38,8 +38,9 @@ def get_config(arg: str = ""):
     config.max_train_questions = 20_000
     config.char_min_count = 10
     config.optim.optimizer, config.optim.learning_rate = "adam", 1e-3
-    config.optim.batch_size, config.optim.epochs = 32, 3.0
-    config.optim.eval_every, config.optim.log_every = 300, 50
+    config.length_multiple = 64               # few step shapes: each compile is ~10 s
+    config.optim.batch_size, config.optim.epochs = 32, 1.0
+    config.optim.eval_every, config.optim.log_every = 200, 50
   elif arg == "tiny":
     config.model.embed_dim, config.model.hidden, config.model.dense = 16, 8, 16
     config.model.char_dim, config.model.char_filters = 4, 8

@@ -7,8 +7,8 @@ For a passage c (Tc words) and a question q (Tq words); d = 2·hidden:
 
   words        e = [GloVe(w) (fixed) ; CharCNN(chars of w)]       [B, T, E + F]
   (glomo 'embeddings' / 'uniform': e = GraphTransfer(e) = [e ; gated])
-  encoding     c̄, q̄ = BiGRU(vdrop(e)), one GRU for both texts    [B, T, d]
-  (glomo 'rnn': c̄ = GraphTransfer(c̄), q̄ likewise = [c̄ ; gated])
+  encoding     c̄, q̄ = vdrop(BiGRU(vdrop(e))), one GRU for both texts [B, T, d]
+  (glomo 'rnn': c̄ = vdrop(GraphTransfer(BiGRU(vdrop(e)))) = [c̄ ; gated], q̄ likewise)
   bi-attention s_ij = w1·c̄_i + w2·q̄_j + w3·(c̄_i ⊙ q̄_j) + b         [B, Tc, Tq]
                c2q_i = Σ_j softmax_j(s_ij) q̄_j
                q2c = Σ_i softmax_i(max_j s_ij) c̄_i                (one vector)
@@ -20,6 +20,13 @@ For a passage c (Tc words) and a question q (Tq words); d = 2·hidden:
                m2 = BiGRU([g ; m1]);  end = w_e·m2  (the end reads the start RNN)
 
 vdrop is variational dropout (one mask per sequence, shared over time).
+The layer sequence is document-qa's `get_model` (docqa/scripts/
+ablate_triviaqa.py, used by ablate_squad.py): embed_mapper, BiAttention
+(TriLinear, q2c), match_encoder (FullyConnected, ResidualLayer around GRU +
+StaticAttentionSelf + FullyConnected), BoundsPredictor(ChainBiMapper).
+Not copied: their TruncatedNormal(0.05) GRU initialisation (Flax defaults
+here) and zero vectors for words GloVe lacks (random ones here, as the
+GLoMo task asks).
 CharCNN: learned char embeddings (20), a width-5 convolution (100 filters,
 'SAME' padding with zero vectors for absent characters), ReLU, max over the
 word's characters. Softmaxes are over real words only; start / end logits at
@@ -170,6 +177,7 @@ class SquadReader(nn.Module):
     x = layers.BiRNN(self.hidden, "gru", name="encoder")(vdrop(x), mask2)
     if self.glomo == "rnn":
       x = transfer(x, graphs, mask2) * f2
+    x = vdrop(x)
     c, q = x[:batch, :tc], x[batch:, :tq]
 
     fc = mask2[:batch, :tc, None].astype(jnp.float32)

@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import functools
 import os
-import time
 from typing import Any, Mapping
 
 import jax
@@ -69,7 +68,6 @@ class SquadTask(Task):
     self.workdir: str | None = None
     self.is_main = jax.process_index() == 0
     self.predictions: dict[str, dict[str, str]] = {}
-    self.eval_seconds: dict[str, float] = {}
     self.batches = ExampleBatches(self.splits["train"], self.batch_size,
                                   functools.partial(self.device_batch, "train",
                                                     batch_size=self.batch_size),
@@ -158,19 +156,16 @@ class SquadTask(Task):
 
   def evaluate(self, split: str, run_eval: RunEval) -> dict[str, Any]:
     """Exact match and F1 (percent) over every question of `split`."""
-    began = time.perf_counter()
     data, predictions = self.splits[split], {}
     for indices in batch_order(data, self.eval_batch_size):
       out = run_eval(self.device_batch(split, indices, self.eval_batch_size))
       predictions.update(self.answer_texts(split, indices, out))
-    self.eval_seconds[split] = time.perf_counter() - began
     self.predictions[split] = predictions
     if self.workdir is not None and self.is_main:
       write_json(os.path.join(self.workdir, "predictions", f"{split}.json"), predictions,
                  indent=None)
     scores = squad_scores(predictions, {q.id: q.answers for q in data.questions})
-    return {"exact_match": scores["exact_match"], "f1": scores["f1"],
-            "questions_per_s": len(data) / max(self.eval_seconds[split], 1e-9)}
+    return {"exact_match": scores["exact_match"], "f1": scores["f1"]}
 
   # ---- hooks ------------------------------------------------------------------
   def on_start(self, ctx: RunContext) -> None:
@@ -179,7 +174,7 @@ class SquadTask(Task):
     record_run_config(ctx, self.config.to_dict())
 
   def on_end(self, ctx: RunContext) -> dict:
-    """{'results': {split: {exact_match, f1, questions_per_s}}} of the best
+    """{'results': {split: {exact_match, f1}}} of the best
     variables on validation and dev; dev answers to predictions.json."""
     best = ctx.best_variables()
     results = {}
