@@ -15,7 +15,8 @@ export JAX_PLATFORMS=${JAX_PLATFORMS:-cpu}
 GLOVE="$DATA/glove/glove.6B.100d.top2604.txt.gz"
 set -x
 $PY -m experiments.pretrain --config=experiments/configs/wiki_cpu.py \
-    --config.corpus.pattern="$DATA/wiki_text/*.jsonl.xz" --workdir="$RUNS/wiki_cpu"
+    --config.corpus.pattern="$DATA/wiki_text/enwiki2015_wikiextractor_part[123].jsonl.xz" \
+    --workdir="$RUNS/wiki_cpu"
 EXPORT="$RUNS/wiki_cpu/export"
 $PY -m experiments.graph_stats --export="$EXPORT" \
     --data="$DATA/mnli/mnli_train_subset_9k.jsonl.xz" --field=premise
@@ -48,3 +49,14 @@ $PY -m experiments.transfer_grid --config=experiments/configs/imdb.py \
     --root="$RUNS/grid/imdb" --variants=embeddings,baseline,uniform --seeds=0,1,2 \
     --parallel=2 -- "${IMDB[@]}" \
     --config.optim.epochs=2 --config.optim.eval_every=125 --config.optim.patience=100
+# SQuAD: 20k training questions, dev = the 24 shared dev articles; runs share one
+# compilation cache (the first run of a variant compiles its 13 step shapes) and,
+# for GLoMo, one graph cache (built by its first run)
+SQUAD=(--config.files.train="$DATA/squad_v1.1/squad_train-v1.1_rebuilt.json.xz"
+       --config.files.dev="$DATA/squad_v1.1/squad_dev_v1.1_part1_reconstructed.json.gz"
+       --config.glove_path="$GLOVE" --config.predictor_export="$EXPORT"
+       --config.graph_cache_dir="$RUNS/grid/squad_graph_cache"
+       --compilation_cache_dir="$RUNS/grid/squad_compile_cache")
+$PY -m experiments.transfer_grid --entry=squad --config=experiments/configs/squad.py:cpu \
+    --root="$RUNS/grid/squad" --variants=baseline,uniform,embeddings --seeds=0,1,2 \
+    -- "${SQUAD[@]}"

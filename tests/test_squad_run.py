@@ -5,11 +5,17 @@ import json
 import os
 
 import jax
+import numpy as np
 import pytest
 import tensorflow_datasets as tfds
 
-from glomo_jax.squad import Answerer, ReaderOptions, SquadConfig, SquadFiles, run_squad
+from glomo_jax.export import load_graph_predictor
+from glomo_jax.squad import (Answerer, ReaderOptions, SquadConfig, SquadFiles, load_squad,
+                             run_squad)
+from glomo_jax.squad.batching import make_squad_batch
+from glomo_jax.squad.run import squad_graphs
 from glomo_jax.squad.task import PREDICTIONS_FILE
+from glomo_jax.tasks.words import Vocabulary
 from glomo_jax.tasks.transfer_config import OptimOptions, TfdsOptions
 from test_squad_parts import FACTS, squad_articles, tfds_squad_records, write_squad
 
@@ -50,6 +56,19 @@ def test_tiny_json_run_with_graphs_resumes_and_answers(tiny_export, tmp_path):
   assert scores(rerun) == scores(results) and rerun["steps"] == 4
   with pytest.raises(ValueError, match="another config"):
     run_squad(config.replace(max_span=5), str(workdir), devices=ONE)
+
+  # graphs computed per batch equal the cached ones
+  splits, _ = load_squad(config)
+  predictor = load_graph_predictor(tiny_export)
+  cached = squad_graphs(str(workdir / "graph_cache"), predictor, splits, config)
+  fly = squad_graphs("", predictor, splits, config.replace(graphs_on_the_fly=True))
+  batch = make_squad_batch(splits["dev"], [0, 1, 7, 3], Vocabulary([]), Vocabulary([]),
+                           max_context_words=21, length_multiple=8, batch_size=5)
+  for field, rows in (("context", batch["paragraph"]), ("question", batch["index"])):
+    args = ("dev", field, rows, batch[field + "_mask"].sum(1), batch[field].shape[1])
+    want = cached.batch(*args)
+    assert want[:4].any() and not want[4].any()
+    np.testing.assert_allclose(fly.batch(*args), want, rtol=1e-6, atol=1e-7)
 
   answerer = Answerer(str(workdir))
   passage = "Oslo is the capital of Norway. About 700,000 people live in Oslo."

@@ -1,9 +1,10 @@
 r"""A CPU-sized GLoMo on local Wikipedia files (an hour or so on 2 cores).
 
   python -m experiments.pretrain --config=experiments/configs/wiki_cpu.py \
-      --config.corpus.pattern='../shared/data/wiki_text/*.jsonl.xz' \
+      --config.corpus.pattern='../shared/data/wiki_text/enwiki2015_wikiextractor_part[123].jsonl.xz' \
       --workdir=runs/wiki_cpu
 
+(parts 1–3 of ../shared/data/wiki_text: the run of experiments/RESULTS.md.)
 The corpus is any glob of plain text, WikiText-layout or JSON-lines files
 (.gz / .xz too); the pattern has no default so a run never reads data it was
 not pointed at. A 8k-piece SentencePiece model is trained on 5M characters

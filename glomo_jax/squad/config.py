@@ -70,7 +70,8 @@ class SquadConfig:
     variant: 'baseline', 'embeddings', 'rnn' or 'uniform'.
     predictor_export, graph_cache_dir, graph_cache_dtype, graph_batch_size:
       the graph source (as in TransferConfig); graphs are computed per
-      paragraph and per question.
+      paragraph and per question. graphs_on_the_fly: no disk cache; each
+      batch's graphs are computed by the predictor (each of its paragraphs once).
     optim: optimiser and training length.
     seed: initialisation, dropout and shuffling.
     mesh_data: data-parallel devices (-1: all). compile_fast: cheap XLA compiles.
@@ -97,6 +98,7 @@ class SquadConfig:
   graph_cache_dir: str | None = None
   graph_cache_dtype: str = "float16"
   graph_batch_size: int = 8
+  graphs_on_the_fly: bool = False
   optim: OptimOptions = OptimOptions()
   seed: int = 0
   mesh_data: int = -1

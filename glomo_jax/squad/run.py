@@ -25,7 +25,7 @@ from glomo_jax.squad.data import (SquadSplit, carve_validation, paragraph_subset
 from glomo_jax.squad.model import SquadReader
 from glomo_jax.squad.task import DEV, VALIDATION, SquadTask
 from glomo_jax.tasks.glove import embedding_matrix, read_glove
-from glomo_jax.tasks.graphs import TaskGraphs
+from glomo_jax.tasks.graphs import OnTheFlyGraphs, TaskGraphs
 from glomo_jax.tasks.layers import embedding_initializer
 from glomo_jax.tasks.words import Vocabulary
 from glomo_jax.train import loop
@@ -97,9 +97,15 @@ def build_vocabularies(splits: dict[str, SquadSplit], config: SquadConfig
 
 
 def squad_graphs(root: str, predictor, splits: dict[str, SquadSplit], config: SquadConfig
-                 ) -> TaskGraphs:
+                 ) -> TaskGraphs | OnTheFlyGraphs:
   """The graphs of every split: 'context' per paragraph (shared by its
-  questions), 'question' per question; cached on disk under `root`."""
+  questions), 'question' per question; cached on disk under `root`, or
+  computed per batch (`graphs_on_the_fly`)."""
+  if config.graphs_on_the_fly:
+    return OnTheFlyGraphs(predictor, {
+        name: {"context": [p.words for p in split.paragraphs],
+               "question": [q.words for q in split.questions]}
+        for name, split in splits.items()})
   caches = {}
   for name, split in splits.items():
     caches[name] = {}
@@ -159,7 +165,8 @@ def run_squad(config: SquadConfig, workdir: str, *, devices=None,
     t0 = time.time()
     graphs = squad_graphs(root, predictor, splits, config)
     graph_seconds = time.time() - t0
-    logger.info("graph cache %s ready (%.1f s)", root, graph_seconds)
+    if not config.graphs_on_the_fly:
+      logger.info("graph cache %s ready (%.1f s)", root, graph_seconds)
 
   model = build_reader(config, len(vocab), len(chars), table,
                        predictor.config.num_graph_layers if predictor is not None else None)

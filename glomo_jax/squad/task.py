@@ -27,7 +27,7 @@ from glomo_jax.squad.data import SquadSplit
 from glomo_jax.squad.metrics import squad_scores
 from glomo_jax.squad.spans import best_span
 from glomo_jax.tasks.batching import ExampleBatches, batch_order, host_rows
-from glomo_jax.tasks.graphs import TaskGraphs
+from glomo_jax.tasks.graphs import OnTheFlyGraphs, TaskGraphs
 from glomo_jax.tasks.transfer_config import make_optimizer, record_run_config
 from glomo_jax.tasks.words import Vocabulary
 from glomo_jax.train.config import LoopConfig
@@ -47,15 +47,17 @@ class SquadTask(Task):
       'validation', and optionally 'dev'}.
     vocab: words → ids (the model's vocab_size); chars: characters → ids.
     config: the run's SquadConfig.
-    graphs: {split: {'context': paragraph graphs, 'question': question
-      graphs}} (`TaskGraphs`); required iff the model reads graphs.
+    graphs: the graphs of every split's 'context' (by paragraph) and
+      'question' (by question): `TaskGraphs` (disk caches) or
+      `OnTheFlyGraphs`; required iff the model reads graphs.
   """
   rng_streams = ("dropout",)
   eval_splits = (VALIDATION,)
   log_metrics = ("loss", "start_accuracy", "end_accuracy", "exact_match", "f1")
 
   def __init__(self, model, splits: Mapping[str, SquadSplit], vocab: Vocabulary,
-               chars: Vocabulary, config: SquadConfig, graphs: TaskGraphs | None = None):
+               chars: Vocabulary, config: SquadConfig,
+               graphs: TaskGraphs | OnTheFlyGraphs | None = None):
     reads_graphs = model.glomo in ("embeddings", "rnn")
     if reads_graphs and graphs is None:
       raise ValueError(f"model variant glomo={model.glomo!r} reads predictor graphs: "

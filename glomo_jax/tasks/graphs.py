@@ -4,7 +4,9 @@ Graphs are model inputs ([B, 2L, K, W, W] per text field, word level, [..,
 target, source]); the frozen predictor never receives a gradient. They are
 computed once per (export, split, text field, options) into the one graph
 cache of the library (`glomo_jax.transfer.cache`, on disk and memory-mapped)
-and gathered per batch by the examples' positions in their split.
+and gathered per batch by the examples' positions in their split
+(`TaskGraphs`), or computed per batch by the predictor with no disk cache
+(`OnTheFlyGraphs`: the same graphs, each distinct text of a batch once).
 """
 from __future__ import annotations
 
@@ -13,6 +15,7 @@ from typing import Mapping, Sequence
 import numpy as np
 
 from glomo_jax.tasks.datasets import TaskData
+from glomo_jax.transfer.align import word_graphs
 from glomo_jax.transfer.cache import WordGraphCache, cached_word_graphs
 
 
@@ -69,4 +72,33 @@ class TaskGraphs:
     out = np.zeros((len(index),) + self.graph_prefix + (length, length), np.float32)
     if len(real):
       out[real] = cache.get(index[real], length)[0]
+    return out
+
+
+class OnTheFlyGraphs:
+  """`TaskGraphs.batch` computed by the predictor for each batch (no disk cache).
+
+  Args:
+    predictor: a loaded `ExportedGraphPredictor`.
+    texts: {split: {field: word lists}}: what the batches' indices point into.
+  """
+
+  def __init__(self, predictor, texts: Mapping[str, Mapping[str, Sequence[Sequence[str]]]]):
+    self.predictor, self.texts = predictor, texts
+    config = predictor.config
+    self.graph_prefix = (2 * config.num_graph_layers, config.num_heads)
+
+  def batch(self, split: str, field: str, index: np.ndarray, lengths: np.ndarray,
+            length: int) -> np.ndarray:
+    """Graphs float32 [B, 2L, K, length, length] of the texts at `index`
+    (-1: padding row, zeros), each cut to its `lengths` words; a text that
+    several rows share is computed once."""
+    index, lengths = np.asarray(index), np.asarray(lengths)
+    real = np.flatnonzero(index >= 0)
+    out = np.zeros((len(index),) + self.graph_prefix + (length, length), np.float32)
+    if len(real):
+      rows = self.texts[split][field]
+      unique, first, inverse = np.unique(index[real], return_index=True, return_inverse=True)
+      words = [list(rows[i])[:int(lengths[real][j])] for i, j in zip(unique, first)]
+      out[real] = word_graphs(self.predictor, None, words, length)[0][inverse.reshape(-1)]
     return out
