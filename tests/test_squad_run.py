@@ -3,6 +3,8 @@
 answering a question with the finished run."""
 import json
 import os
+import subprocess
+import sys
 
 import jax
 import numpy as np
@@ -17,6 +19,7 @@ from glomo_jax.squad.run import squad_graphs
 from glomo_jax.squad.task import PREDICTIONS_FILE
 from glomo_jax.tasks.words import Vocabulary
 from glomo_jax.tasks.transfer_config import OptimOptions, TfdsOptions
+from conftest import REPO
 from test_squad_parts import FACTS, squad_articles, tfds_squad_records, write_squad
 
 ONE = jax.devices()[:1]
@@ -77,6 +80,12 @@ def test_tiny_json_run_with_graphs_resumes_and_answers(tiny_export, tmp_path):
   assert 0.0 < answer.probability <= 1.0
   with pytest.raises(FileNotFoundError, match="not a SQuAD run"):
     Answerer(str(tmp_path))
+  out = subprocess.run([sys.executable, "-m", "experiments.squad_answer", f"--workdir={workdir}",
+                        f"--passage={passage}", "--question=Who lives in Oslo?"],
+                       cwd=REPO, capture_output=True, text=True, timeout=300)
+  assert out.returncode == 0, out.stderr[-2000:]
+  text = out.stdout.splitlines()[0].removeprefix("answer: ")
+  assert text and text in passage and "probability" in out.stdout
 
 
 def test_tfds_run_under_mock_data(tmp_path):
