@@ -105,7 +105,7 @@ def main():
   raw.predictor_export = args.predictor_export
   base = SquadConfig.from_dict(raw.to_dict())
   splits, _ = load_squad(base)
-  vocab, chars = build_vocabularies(splits, base)
+  vocab, chars, _ = build_vocabularies(splits, base)
   table, _ = embedding_matrix(vocab, None, dim=base.model.embed_dim)
   graphs, graph_seconds = None, None
   if any(base.replace(variant=n).reads_graphs for n in names):

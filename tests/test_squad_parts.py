@@ -145,6 +145,7 @@ def test_answer_spans_map_back_to_the_exact_text():
     first, last = p.word_span(s, s + len(answer))
     assert p.text_of(first, last) == answer
   assert p.word_span(len(TEXTS[0]), len(TEXTS[0]) + 3) is None
+  assert Paragraph.from_text("t", " <br /> ").text_of(0, 0) == ""   # no words: no answer
 
 
 # ---- metrics ----------------------------------------------------------------------
@@ -233,7 +234,9 @@ def test_batches_cut_and_pad(tmp_path):
   batch = make_squad_batch(split, [0, 3], words, chars, max_word_chars=4,
                            max_context_words=10, length_multiple=8, batch_size=3)
   assert batch["context"].shape == (3, 10) and batch["context_chars"].shape == (3, 10, 4)
-  assert batch["question"].shape[1] % 8 == 0 and batch["weight"].tolist() == [1, 1, 0]
+  # question 3's answer (word 16) lies beyond the cut: no loss on it; row 2 is padding
+  assert batch["question"].shape[1] % 8 == 0 and batch["weight"].tolist() == [1, 0, 0]
+  assert (batch["start"][1], batch["end"][1]) == (0, 0)
   assert batch["index"].tolist() == [0, 3, -1] and batch["paragraph"].tolist() == [0, 1, -1]
   # 'Paris' as written (capital P) in the characters
   assert chars.decode(batch["context_chars"][0, 0]) == list("Pari")

@@ -44,7 +44,8 @@ def test_tiny_json_run_with_graphs_resumes_and_answers(tiny_export, tmp_path):
   assert results["questions"] == {"train": 25, "validation": 5, "dev": 10}
   # second paragraphs have 22 words: cut to 21 and counted (2 of them, 2 questions
   # each, in dev); no answer lies beyond
-  assert results["cut_passages"]["dev"] == 4 and results["train_left_out"] == 0
+  assert results["cut_passages"]["dev"] == 2 and results["train_left_out"] == 0
+  assert results["questions_on_cut_passages"]["dev"] == 4
   with open(workdir / PREDICTIONS_FILE, encoding="utf-8") as f:
     predictions = json.load(f)
   assert sorted(predictions) == sorted(f"{n}-{k}" for n in range(2) for k in range(5))

@@ -1,13 +1,15 @@
 """Answering questions with a finished SQuAD run: `Answerer(workdir)`.
 
-Reads the run's config.json, vocabularies and best variables (its
-<workdir>/best; a run still training answers with its best so far), and for
+Reads the run's config.json, vocabularies and best variables (<workdir>/best
+at the step results.json names; a run still training answers with its
+newest best so far), and for
 the graph variants its predictor export, whose graphs of the passage and the
 question are computed on the fly.
 """
 from __future__ import annotations
 
 import json
+import logging
 import os
 from typing import NamedTuple
 
@@ -17,7 +19,7 @@ import numpy as np
 from glomo_jax.squad.batching import make_squad_batch
 from glomo_jax.squad.config import SquadConfig
 from glomo_jax.squad.data import Paragraph, Question, SquadSplit
-from glomo_jax.squad.run import CHARS_FILE, VOCAB_FILE, build_reader
+from glomo_jax.squad.run import CHARS_FILE, RESULTS_FILE, VOCAB_FILE, build_reader
 from glomo_jax.squad.spans import best_span
 from glomo_jax.tasks.transfer_config import CONFIG_FILE
 from glomo_jax.tasks.words import Vocabulary, tokenize_with_offsets
@@ -68,12 +70,15 @@ class Answerer:
         lambda x: jax.ShapeDtypeStruct(x.shape, x.dtype, sharding=device), shapes["params"]),
         "batch_stats": {}}
     best = os.path.join(workdir, "best")
-    restored = Checkpointer(best, keep=None).restore_latest(abstract) \
-        if os.path.isdir(best) else None
-    if restored is None:
+    if not os.path.isdir(best) or not Checkpointer(best, keep=None).steps():
       raise FileNotFoundError(f"{workdir} has no best variables yet (the run has not "
                               "evaluated once): train it longer")
-    return restored[0]
+    checkpoints = Checkpointer(best, keep=None)
+    results = os.path.join(workdir, RESULTS_FILE)
+    if os.path.isfile(results):                # finished: the step its record names
+      with open(results, encoding="utf-8") as f:
+        return checkpoints.restore(int(json.load(f)["best_step"]), abstract)[0]
+    return checkpoints.restore_latest(abstract)[0]
 
   def _batch(self, passage: str, question: str) -> dict:
     paragraph = Paragraph.from_text("", passage)
@@ -84,7 +89,8 @@ class Answerer:
     batch = make_squad_batch(split, [0], self.vocab, self.chars,
                              max_word_chars=self.config.max_word_chars,
                              max_context_words=self.config.max_context_words,
-                             max_question_words=self.config.max_question_words)
+                             max_question_words=self.config.max_question_words,
+                             length_multiple=self.config.length_multiple)
     del batch["index"], batch["paragraph"]
     if self.predictor is not None:
       from glomo_jax.transfer.align import word_graphs  # noqa: PLC0415
@@ -95,10 +101,16 @@ class Answerer:
     return batch
 
   def answer(self, passage: str, question: str) -> Answer:
-    """The reader's best span (at most `max_span` words) of `passage`."""
-    if not passage.strip() or not question.strip():
-      raise ValueError("both the passage and the question need some text")
+    """The reader's best span (at most `max_span` words) of `passage`. The
+    run's `max_context_words` (if any) applies: a longer passage is read up
+    to it (logged)."""
+    if not tokenize_with_offsets(passage)[0] or not tokenize_with_offsets(question)[0]:
+      raise ValueError("both the passage and the question need some words")
     batch = self._batch(passage, question)
+    cap = self.config.max_context_words
+    if cap is not None and len(self._paragraph.words) > cap:
+      logging.warning("the passage has %d words; the run reads the first %d "
+                      "(max_context_words)", len(self._paragraph.words), cap)
     inputs = {k: v for k, v in batch.items() if k not in ("start", "end", "weight")}
     start, end = self._apply(self.variables, **inputs, train=False)
     first, last, score = best_span(jax.nn.log_softmax(start), jax.nn.log_softmax(end),

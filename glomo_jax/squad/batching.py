@@ -50,7 +50,8 @@ def make_squad_batch(split: SquadSplit, indices: Sequence[int], vocab: Vocabular
     {'context': int32 [B, Tc], 'context_mask': bool [B, Tc],
     'context_chars': int32 [B, Tc, C], the same three for 'question' [B, Tq],
     'start', 'end': int32 [B] the first answer's words (0 when it has none
-    inside the cut passage), 'weight': float32 [B] (1 for a real row),
+    inside the cut passage), 'weight': float32 [B] (1 for a real row whose
+    answer lies inside the cut passage: the rows the loss reads),
     'index': int64 [B] (the question's position, -1 for padding),
     'paragraph': int64 [B] (its paragraph, -1 for padding)}.
   """
@@ -72,10 +73,11 @@ def make_squad_batch(split: SquadSplit, indices: Sequence[int], vocab: Vocabular
     batch[field], batch[field + "_mask"], batch[field + "_chars"] = encode_texts(
         words + [[]] * pad, tokens + [[]] * pad, vocab, chars, length, max_word_chars)
   tc = batch["context"].shape[1]
-  spans = [q.span if q.span is not None and q.span[1] < tc else (0, 0) for q in questions]
+  inside = [q.span is not None and q.span[1] < tc for q in questions]
+  spans = [q.span if ok else (0, 0) for q, ok in zip(questions, inside)]
   batch["start"] = np.asarray([s for s, _ in spans] + [0] * pad, np.int32)
   batch["end"] = np.asarray([e for _, e in spans] + [0] * pad, np.int32)
-  batch["weight"] = np.asarray([1.0] * len(indices) + [0.0] * pad, np.float32)
+  batch["weight"] = np.asarray(inside + [False] * pad, np.float32)
   batch["index"] = np.asarray(indices + [-1] * pad, np.int64)
   batch["paragraph"] = np.asarray([q.paragraph for q in questions] + [-1] * pad, np.int64)
   return batch

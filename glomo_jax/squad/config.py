@@ -137,7 +137,11 @@ class SquadConfig:
     for name in ("max_span", "max_word_chars", "length_multiple", "graph_batch_size"):
       if getattr(self, name) < 1:
         raise ValueError(f"{name} must be >= 1, got {getattr(self, name)}")
-    for name in ("max_context_words", "max_question_words"):
+    if self.val_questions < 1:
+      raise ValueError(f"val_questions must be >= 1 (validation selects the best "
+                       f"variables), got {self.val_questions}")
+    for name in ("max_context_words", "max_question_words", "max_train_questions",
+                 "max_dev_questions"):
       if getattr(self, name) is not None and getattr(self, name) < 1:
         raise ValueError(f"{name} must be >= 1 or None, got {getattr(self, name)}")
     check_optim(self.optim)

@@ -5,7 +5,7 @@ Two sources, one result (a `SquadSplit`):
 * ``files``: the official JSON layout (``{"data": [{"title", "paragraphs":
   [{"context", "qas": [{"id", "question", "answers": [{"text",
   "answer_start"}]}]}]}]}``), plain, ``.gz`` or ``.xz``: the official
-  train-v1.1.json / dev-v1.1.json, or ../shared/data/squad_v1.1.
+  train-v1.1.json / dev-v1.1.json, or ../shared/data/squad_v1.1 (.bz2 too).
 * ``tfds``: ``squad/v1.1`` (splits train / validation; one record per
   question with id, title, context, question, answers {text, answer_start});
   questions with the same (title, context) share a paragraph.
@@ -62,7 +62,10 @@ class Paragraph:
     return [self.context[s:e] for s, e in self.spans]
 
   def text_of(self, start: int, end: int) -> str:
-    """The passage text from word `start` to word `end` (inclusive)."""
+    """The passage text from word `start` to word `end` (inclusive); '' for
+    a passage without words."""
+    if not len(self.spans):
+      return ""
     return self.context[self.spans[start, 0]:self.spans[end, 1]]
 
   def word_span(self, char_start: int, char_end: int) -> tuple[int, int] | None:

@@ -17,6 +17,7 @@ import time
 from typing import Any
 
 import jax
+import numpy as np
 
 from glomo_jax.io import write_json
 from glomo_jax.squad.config import SquadConfig
@@ -57,43 +58,49 @@ def load_squad(config: SquadConfig) -> tuple[dict[str, SquadSplit], dict[str, An
   if locations[DEV]:
     splits[DEV] = paragraph_subset(read(locations[DEV]), config.max_dev_questions,
                                    config.data_seed)
-  report: dict[str, Any] = {"questions": {}, "cut_passages": {}, "cut_questions": {}}
+  report: dict[str, Any] = {"questions": {}, "cut_passages": {},
+                            "questions_on_cut_passages": {}, "cut_questions": {}}
   for name, split in splits.items():
     report["questions"][name] = len(split)
-    for field, cap, key in (("context", config.max_context_words, "cut_passages"),
-                            ("question", config.max_question_words, "cut_questions")):
-      report[key][name] = int((split.lengths(field) > cap).sum()) if cap else 0
+    cap = config.max_context_words or np.inf
+    report["cut_passages"][name] = sum(len(p.words) > cap for p in split.paragraphs)
+    report["questions_on_cut_passages"][name] = int((split.lengths("context") > cap).sum())
+    report["cut_questions"][name] = int(
+        (split.lengths("question") > (config.max_question_words or np.inf)).sum())
   trainable = splits["train"].trainable(config.max_context_words)
   report["train_left_out"] = len(splits["train"]) - len(trainable)
   splits["train"] = trainable
   for name, split in splits.items():
     logger.info("SQuAD %s: %s", name, split.summary())
   logger.info("left out of training (no answer span inside the passage): %d; cut: "
-              "passages %s, questions %s", report["train_left_out"], report["cut_passages"],
+              "passages %s (of questions %s), questions %s", report["train_left_out"],
+              report["cut_passages"], report["questions_on_cut_passages"],
               report["cut_questions"])
   return splits, report
 
 
 def build_vocabularies(splits: dict[str, SquadSplit], config: SquadConfig
-                       ) -> tuple[Vocabulary, Vocabulary]:
-  """(words, characters). Words: the training words seen `min_count` times,
-  plus every word of any split that the GloVe file has (the table is fixed,
-  so those vectors carry over unchanged). Characters: those seen
-  `char_min_count` times in the training words as written."""
+                       ) -> tuple[Vocabulary, Vocabulary, tuple[dict, int] | None]:
+  """(words, characters, GloVe vectors read). Words: the training words seen
+  `min_count` times, plus every word of any split that the GloVe file has
+  (the table is fixed, so those vectors carry over unchanged). Characters:
+  those seen `char_min_count` times in the training words as written. The
+  GloVe file is read once, for every word of every split (None: no file)."""
   train = splits["train"]
   texts = [p.words for p in train.paragraphs] + [q.words for q in train.questions]
   vocab = Vocabulary.build(texts, min_count=config.min_count)
+  vectors = None
   if config.glove_path:
-    others = {w for split in splits.values() for p in split.paragraphs for w in p.words}
-    others |= {w for split in splits.values() for q in split.questions for w in q.words}
-    found, _ = read_glove(config.glove_path, others - set(vocab.words))
-    extra = sorted(found)
+    words = {w for split in splits.values() for p in split.paragraphs for w in p.words}
+    words |= {w for split in splits.values() for q in split.questions for w in q.words}
+    vectors = read_glove(config.glove_path, words)
+    extra = sorted(set(vectors[0]) - set(vocab.words))
     vocab = Vocabulary(vocab.words[2:] + extra, list(vocab.counts[2:]) + [0] * len(extra))
   tokens = [t for p in train.paragraphs for t in p.tokens()]
   tokens += [t for q in train.questions for t in q.tokens]
   chars = Vocabulary.build(([ch for ch in t[:config.max_word_chars]] for t in tokens),
                            min_count=config.char_min_count)
-  return vocab, chars
+  return vocab, chars, vectors
 
 
 def squad_graphs(root: str, predictor, splits: dict[str, SquadSplit], config: SquadConfig
@@ -148,9 +155,10 @@ def run_squad(config: SquadConfig, workdir: str, *, devices=None,
   start = time.time()
   os.makedirs(workdir, exist_ok=True)
   splits, report = load_squad(config)
-  vocab, chars = build_vocabularies(splits, config)
+  vocab, chars, vectors = build_vocabularies(splits, config)
   table, coverage = embedding_matrix(vocab, config.glove_path, dim=config.model.embed_dim,
-                                     oov_scale=config.model.oov_scale, seed=config.data_seed)
+                                     oov_scale=config.model.oov_scale, seed=config.data_seed,
+                                     vectors=vectors)
   logger.info("vocabulary %d words, %d characters; %s", len(vocab), len(chars), coverage)
   if jax.process_index() == 0:
     vocab.save(os.path.join(workdir, VOCAB_FILE))

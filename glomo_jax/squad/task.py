@@ -18,6 +18,7 @@ from typing import Any, Mapping
 
 import jax
 import jax.numpy as jnp
+import numpy as np
 import optax
 
 from glomo_jax.io import write_json
@@ -26,7 +27,7 @@ from glomo_jax.squad.config import SquadConfig
 from glomo_jax.squad.data import SquadSplit
 from glomo_jax.squad.metrics import squad_scores
 from glomo_jax.squad.spans import best_span
-from glomo_jax.tasks.batching import ExampleBatches, batch_order, host_rows
+from glomo_jax.tasks.batching import ExampleBatches, host_rows
 from glomo_jax.tasks.graphs import OnTheFlyGraphs, TaskGraphs
 from glomo_jax.tasks.transfer_config import make_optimizer, record_run_config
 from glomo_jax.tasks.words import Vocabulary
@@ -101,7 +102,8 @@ class SquadTask(Task):
                              max_question_words=c.max_question_words,
                              length_multiple=c.length_multiple, batch_size=batch_size)
     batch = host_rows(batch, *self.process)
-    rows = {"context": batch.pop("paragraph"), "question": batch.pop("index")}
+    batch["index"] = batch["index"].astype(np.int32)     # named rows for evaluate
+    rows = {"context": batch.pop("paragraph"), "question": batch["index"]}
     if self.graphs is not None:
       for f in TEXTS:
         batch[f + "_graphs"] = self.graphs.batch(split, f, rows[f], batch[f + "_mask"].sum(1),
@@ -112,7 +114,7 @@ class SquadTask(Task):
     return self.batches
 
   def _logits(self, params, batch: dict, train: bool, rngs=None):
-    inputs = {k: v for k, v in batch.items() if k not in ("start", "end", "weight")}
+    inputs = {k: v for k, v in batch.items() if k not in ("start", "end", "weight", "index")}
     return self.model.apply({"params": params}, **inputs, train=train, rngs=rngs)
 
   # ---- model ------------------------------------------------------------------
@@ -144,24 +146,30 @@ class SquadTask(Task):
     start, end = self._logits(variables["params"], batch, False)
     first, last, score = best_span(jax.nn.log_softmax(start), jax.nn.log_softmax(end),
                                    batch["context_mask"], self.config.max_span)
-    return {"first": first, "last": last, "score": score}
+    return {"first": first, "last": last, "score": score, "index": batch["index"]}
 
-  def answer_texts(self, split: str, indices, out: Mapping[str, Any]) -> dict[str, str]:
-    """{question id: passage text of its predicted span} of one batch's real rows."""
+  def answer_texts(self, split: str, out: Mapping[str, Any]) -> dict[str, str]:
+    """{question id: passage text of its predicted span} of one batch's real
+    rows (`out`: eval_step's outputs for the global batch; rows are named by
+    their question index, -1 for padding)."""
     data = self.splits[split]
     answers = {}
-    for row, i in enumerate(indices):
-      q = data.questions[int(i)]
-      answers[q.id] = data.paragraphs[q.paragraph].text_of(int(out["first"][row]),
-                                                           int(out["last"][row]))
+    for row, i in enumerate(out["index"]):
+      if i >= 0:
+        q = data.questions[int(i)]
+        answers[q.id] = data.paragraphs[q.paragraph].text_of(int(out["first"][row]),
+                                                             int(out["last"][row]))
     return answers
 
   def evaluate(self, split: str, run_eval: RunEval) -> dict[str, Any]:
     """Exact match and F1 (percent) over every question of `split`."""
     data, predictions = self.splits[split], {}
-    for indices in batch_order(data, self.eval_batch_size):
+    # by passage length: few distinct batch shapes (compiles) and little padding
+    order = np.argsort(data.lengths("context"), kind="stable")
+    for start in range(0, len(order), self.eval_batch_size):
+      indices = order[start:start + self.eval_batch_size]
       out = run_eval(self.device_batch(split, indices, self.eval_batch_size))
-      predictions.update(self.answer_texts(split, indices, out))
+      predictions.update(self.answer_texts(split, out))
     self.predictions[split] = predictions
     if self.workdir is not None and self.is_main:
       write_json(os.path.join(self.workdir, "predictions", f"{split}.json"), predictions,

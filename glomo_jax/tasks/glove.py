@@ -107,7 +107,8 @@ class Coverage:
 
 def embedding_matrix(vocab: Vocabulary, glove_path: str | None = None, *,
                      dim: int | None = None, oov_scale: float = 0.1, seed: int = 0,
-                     lowercase_fallback: bool = True
+                     lowercase_fallback: bool = True,
+                     vectors: tuple[dict[str, np.ndarray], int] | None = None
                      ) -> tuple[np.ndarray, Coverage]:
   """The embedding matrix of `vocab` (rows: module docstring).
 
@@ -119,6 +120,8 @@ def embedding_matrix(vocab: Vocabulary, glove_path: str | None = None, *,
     oov_scale: standard deviation of the random rows.
     seed: seed of the random rows.
     lowercase_fallback: also match a word against the lower-cased GloVe entry.
+    vectors: `read_glove(glove_path, words)`'s result when the caller has
+      read the file already (it must hold every word of `vocab` the file has).
 
   Returns:
     (float32 [V, dim] matrix, Coverage).
@@ -137,7 +140,7 @@ def embedding_matrix(vocab: Vocabulary, glove_path: str | None = None, *,
   candidates = set(words)
   if lowercase_fallback:
     candidates |= {w.lower() for w in words}
-  vectors, file_dim = read_glove(glove_path, candidates)
+  vectors, file_dim = vectors if vectors is not None else read_glove(glove_path, candidates)
   if dim is not None and dim != file_dim:
     raise ValueError(f"{glove_path} holds {file_dim}-d vectors, dim={dim} requested")
   dim = file_dim

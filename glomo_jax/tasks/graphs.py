@@ -6,7 +6,8 @@ computed once per (export, split, text field, options) into the one graph
 cache of the library (`glomo_jax.transfer.cache`, on disk and memory-mapped)
 and gathered per batch by the examples' positions in their split
 (`TaskGraphs`), or computed per batch by the predictor with no disk cache
-(`OnTheFlyGraphs`: the same graphs, each distinct text of a batch once).
+(`OnTheFlyGraphs`: each distinct text of a batch once; the cache's values
+exactly when it stores float32, within float16 rounding otherwise).
 """
 from __future__ import annotations
 

@@ -9,7 +9,8 @@ tokenization as far as a regular expression can):
 
 1. HTML line breaks (``<br />``, ``<br/>``, ``<br>``, any case, as in IMDB
    reviews) become spaces.
-2. The text is lower-cased.
+2. Tokens are matched case-insensitively on the text as written (so each
+   keeps its character offsets, `tokenize_with_offsets`), then lower-cased.
 3. Tokens are, left to right:
    * numbers with inner separators kept whole: ``1,000``, ``3.5``;
    * PTB contractions split off: ``don't`` → ``do n't``, ``can't`` →
