@@ -112,7 +112,7 @@ def test_cache_float32_equals_on_the_fly_and_is_reused(predictor, tmp_path,
   for start in range(0, len(DATASET), batch):
     fly, fly_mask = word_graphs(predictor, None, DATASET[start:start + batch], W)
     got, got_mask = cache.get(range(start, min(start + batch, len(DATASET))))
-    np.testing.assert_array_equal(got, fly)
+    np.testing.assert_allclose(got, fly, rtol=1e-6, atol=1e-7)
     np.testing.assert_array_equal(got_mask, fly_mask)
   last, _ = cache.get([len(DATASET) - 1])
   np.testing.assert_array_equal(cache.get([-1])[0], last)

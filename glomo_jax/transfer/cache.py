@@ -22,8 +22,8 @@ Format (format_version 1), in ``<root>/<key>/``::
 
 Only the n_i × n_i block of real words is stored (rows and columns of padding
 words are exactly 0 on the fly), so short examples cost little. float32
-reproduces `word_graphs` bit for bit (for the same batches: examples are
-computed in dataset order, `batch_size` at a time); float16 halves the size,
+reproduces `word_graphs` to float32 rounding (examples are computed
+`batch_size` at a time, shortest first); float16 halves the size,
 with a relative error ≤ 2⁻¹¹ per value (values below 2⁻¹⁴ ≈ 6e-5 are stored
 as subnormals, absolute error ≤ 2⁻²⁵). The directory is written under a
 temporary name and renamed, so a reader never sees a partial cache.
@@ -43,6 +43,7 @@ from typing import Sequence
 
 import numpy as np
 
+from glomo_jax.io import round_up
 from glomo_jax.transfer.align import word_graphs
 
 logger = logging.getLogger(__name__)
@@ -170,7 +171,7 @@ def cached_word_graphs(root: str, predictor, word_lists: Sequence[Sequence[str]]
   Returns:
     the opened `WordGraphCache`; ``cache.get(range(i, i + b))`` equals
     ``word_graphs(predictor, tokenizer, word_lists[i:i + b], max_words, ...)``
-    (exactly for float32, when i and b follow `batch_size`).
+    (to float32 rounding for float32).
 
   Raises:
     ValueError: no content hash in the predictor, an unknown dtype, or an
@@ -211,19 +212,24 @@ def _build(path, request, predictor, tokenizer, word_lists, batch_size,
     values = np.lib.format.open_memmap(os.path.join(tmp, GRAPHS), mode="w+",
                                        dtype=request["dtype"],
                                        shape=(int(offsets[-1]),))
+    # shortest texts first: batches of similar length pad little and compile
+    # few shapes (the word axis is each batch's longest text, a multiple of
+    # 32: the alignment costs O(words · pieces²) per graph)
+    order = np.argsort(lengths, kind="stable")
     began = last = time.perf_counter()
     for start in range(0, len(word_lists), batch_size):
       if time.perf_counter() - last >= progress_every_s and start:
         last = time.perf_counter()
         rate = start / (last - began)
-        logger.info("graph cache: %d/%d examples, %.1f examples/s, ETA %.0f s",
-                    start, len(word_lists), rate, (len(word_lists) - start) / rate)
-      batch = word_lists[start:start + batch_size]
-      graphs, _ = word_graphs(predictor, tokenizer, batch, max_words,
-                              max_pieces=request["max_pieces"],
+        logger.info("graph cache: %d/%d examples, %.1f examples/s", start, len(word_lists),
+                    rate)
+      rows = order[start:start + batch_size]
+      width = min(max_words, round_up(max(1, int(lengths[rows].max())), 32))
+      graphs, _ = word_graphs(predictor, tokenizer, [list(word_lists[i])[:width] for i in rows],
+                              width, max_pieces=request["max_pieces"],
                               self_loops=request["self_loops"])
-      for row in range(len(batch)):
-        i, n = start + row, int(lengths[start + row])
+      for row, i in enumerate(rows):
+        n = int(lengths[i])
         block = graphs[row, ..., :n, :n]
         if np.count_nonzero(graphs[row]) != np.count_nonzero(block):
           raise RuntimeError("word_graphs put weight outside the example's words")
