@@ -3,7 +3,9 @@
 # Wikipedia articles of ../shared/data, then IMDB and the MNLI sample for the
 # baseline, GLoMo on embeddings and the uniform graph (MNLI: also GLoMo on the
 # RNN states), 3 seeds each (about 2.75 hours on 2 cores: pretraining 1 h at
-# 2.9 steps/s, MNLI 45 min, IMDB 55 min). CPU-scale
+# 2.9 steps/s, MNLI 45 min, IMDB 55 min), and SQuAD (baseline and uniform: about
+# 1.5 hours, two runs at a time; GLoMo on embeddings needs more than 23 GiB
+# of memory at batch 32, see experiments/RESULTS.md). CPU-scale
 # task settings: see experiments/RESULTS.md. Every step resumes where it stopped.
 # Usage: experiments/run_transfer_experiments.sh [DATA_DIR] [RUNS_DIR]
 set -euo pipefail
