@@ -23,6 +23,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import shutil
 import statistics
 import sys
 import tempfile
@@ -108,12 +109,12 @@ def main():
   vocab, chars, _ = build_vocabularies(splits, base)
   table, _ = embedding_matrix(vocab, None, dim=base.model.embed_dim)
   graphs, graph_seconds = None, None
+  cache_root = tempfile.mkdtemp(prefix="squad_graphs_")     # removed at the end
   if any(base.replace(variant=n).reads_graphs for n in names):
     from glomo_jax.export import load_graph_predictor  # noqa: PLC0415
     predictor = load_graph_predictor(args.predictor_export)
     began = time.perf_counter()
-    graphs = squad_graphs(tempfile.mkdtemp(prefix="squad_graphs_"), predictor,
-                          {"train": splits["train"]}, base)
+    graphs = squad_graphs(cache_root, predictor, {"train": splits["train"]}, base)
     graph_seconds = time.perf_counter() - began
   train = splits["train"]
   b = base.optim.batch_size
@@ -155,6 +156,7 @@ def main():
   os.makedirs(os.path.dirname(RESULTS), exist_ok=True)
   with open(RESULTS, "a", encoding="utf-8") as f:
     f.write(json.dumps(record) + "\n")
+  shutil.rmtree(cache_root, ignore_errors=True)
 
 
 if __name__ == "__main__":
