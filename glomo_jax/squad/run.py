@@ -28,6 +28,7 @@ from glomo_jax.squad.task import DEV, VALIDATION, SquadTask
 from glomo_jax.tasks.glove import embedding_matrix, read_glove
 from glomo_jax.tasks.graphs import OnTheFlyGraphs, TaskGraphs
 from glomo_jax.tasks.layers import embedding_initializer
+from glomo_jax.tasks.transfer_config import transfer_layers
 from glomo_jax.tasks.words import Vocabulary
 from glomo_jax.train import loop
 from glomo_jax.transfer.cache import cached_word_graphs
@@ -130,18 +131,13 @@ def build_reader(config: SquadConfig, vocab_size: int, num_chars: int, table=Non
                  predictor_layers: int | None = None) -> SquadReader:
   """The variant's SquadReader; `table` [V, E] initialises the fixed word table."""
   m = config.model
-  layers = m.transfer_layers
-  if predictor_layers is not None:
-    if layers is not None and layers != predictor_layers:
-      raise ValueError(f"model.transfer_layers={layers} but the predictor has "
-                       f"L={predictor_layers} graph layers")
-    layers = predictor_layers
   extra = {} if table is None else {"embedding_init": embedding_initializer(table)}
   return SquadReader(vocab_size=vocab_size, num_chars=num_chars, embed_dim=m.embed_dim,
                      char_dim=m.char_dim, char_filters=m.char_filters,
                      char_width=m.char_width, hidden=m.hidden, dense=m.dense,
                      dropout_rate=m.dropout_rate, glomo=config.glomo,
-                     transfer_layers=layers or 3, num_mixtures=m.num_mixtures,
+                     transfer_layers=transfer_layers(m.transfer_layers, predictor_layers),
+                     num_mixtures=m.num_mixtures,
                      conditioned=m.conditioned, transfer_features=m.transfer_features,
                      **extra)
 

@@ -29,7 +29,7 @@ from glomo_jax.squad.metrics import squad_scores
 from glomo_jax.squad.spans import best_span
 from glomo_jax.tasks.batching import ExampleBatches, host_rows
 from glomo_jax.tasks.graphs import OnTheFlyGraphs, TaskGraphs
-from glomo_jax.tasks.transfer_config import make_optimizer, record_run_config
+from glomo_jax.tasks.transfer_config import loop_values, make_optimizer, record_run_config
 from glomo_jax.tasks.words import Vocabulary
 from glomo_jax.train.config import LoopConfig
 from glomo_jax.train.task import RunContext, RunEval, Task
@@ -79,15 +79,9 @@ class SquadTask(Task):
   def loop_config(self, **changes) -> LoopConfig:
     """Training length and evaluations from `config.optim` (one epoch = the
     training questions' full batches)."""
-    o, per_epoch = self.config.optim, self.batches.batches_per_epoch
-    steps = o.steps if o.steps is not None else max(
-        1, int(round((o.epochs if o.epochs is not None else 1) * per_epoch)))
-    eval_every = o.eval_every or per_epoch
-    values = dict(num_steps=steps, log_every=o.log_every, eval_every=eval_every,
-                  checkpoint_every=o.checkpoint_every or eval_every, keep_checkpoints=2,
-                  seed=self.config.seed, mesh_data=self.config.mesh_data,
-                  select_metric=f"{VALIDATION}/f1", select_mode="max", patience=o.patience,
-                  keep_best=True, compile_fast=self.config.compile_fast)
+    c = self.config
+    values = dict(loop_values(c.optim, self.batches.batches_per_epoch, f"{VALIDATION}/f1"),
+                  seed=c.seed, mesh_data=c.mesh_data, compile_fast=c.compile_fast)
     values.update(changes)
     return LoopConfig(**values)
 

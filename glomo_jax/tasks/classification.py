@@ -22,7 +22,8 @@ import optax
 from glomo_jax.tasks.batching import ExampleBatches, batch_order, host_rows, make_batch
 from glomo_jax.tasks.datasets import TaskData
 from glomo_jax.tasks.graphs import TaskGraphs
-from glomo_jax.tasks.transfer_config import TransferConfig, make_optimizer, record_run_config
+from glomo_jax.tasks.transfer_config import (TransferConfig, loop_values, make_optimizer,
+                                             record_run_config)
 from glomo_jax.tasks.words import Vocabulary
 from glomo_jax.train.config import LoopConfig
 from glomo_jax.train.task import RunContext, RunEval, Task
@@ -69,15 +70,10 @@ class ClassificationTask(Task):
   def loop_config(self, **changes) -> LoopConfig:
     """Training length and evaluation schedule from `config.optim` (one
     epoch = the training split's full batches)."""
-    o, per_epoch = self.config.optim, self.batches.batches_per_epoch
-    steps = o.steps if o.steps is not None else max(
-        1, int(round((o.epochs if o.epochs is not None else 1) * per_epoch)))
-    eval_every = o.eval_every or per_epoch
-    values = dict(num_steps=steps, log_every=o.log_every, eval_every=eval_every,
-                  checkpoint_every=o.checkpoint_every or eval_every, keep_checkpoints=2,
-                  seed=self.config.seed, mesh_data=self.config.mesh_data,
-                  select_metric=f"{VALIDATION}/accuracy", select_mode="max",
-                  patience=o.patience, keep_best=True, compile_fast=self.config.compile_fast)
+    c = self.config
+    values = dict(loop_values(c.optim, self.batches.batches_per_epoch,
+                              f"{VALIDATION}/accuracy"),
+                  seed=c.seed, mesh_data=c.mesh_data, compile_fast=c.compile_fast)
     values.update(changes)
     return LoopConfig(**values)
 

@@ -36,7 +36,7 @@ from glomo_jax.tasks.glove import embedding_matrix
 from glomo_jax.tasks.graphs import TaskGraphs
 from glomo_jax.tasks.imdb import IMDBClassifier
 from glomo_jax.tasks.layers import embedding_initializer
-from glomo_jax.tasks.transfer_config import EVAL_SPLITS, TransferConfig
+from glomo_jax.tasks.transfer_config import EVAL_SPLITS, TransferConfig, transfer_layers
 from glomo_jax.train import loop
 
 logger = logging.getLogger("glomo_jax.tasks")
@@ -67,17 +67,12 @@ def build_model(config: TransferConfig, data: TaskData, vocab_size: int, table,
   """IMDBClassifier for one text field, ESIM for two, with the variant's
   `glomo` and the embedding table `table` [vocab_size, D]."""
   m = config.model
-  layers = m.transfer_layers
-  if predictor_layers is not None:
-    if layers is not None and layers != predictor_layers:
-      raise ValueError(f"model.transfer_layers={layers} but the predictor has "
-                       f"L={predictor_layers} graph layers")
-    layers = predictor_layers
   common = dict(vocab_size=vocab_size, embed_dim=m.embed_dim, hidden=m.hidden,
                 num_classes=data.num_classes, dropout_rate=m.dropout_rate,
                 embedding_init=embedding_initializer(table),
                 freeze_embeddings=m.freeze_embeddings, glomo=config.glomo,
-                transfer_layers=layers or 3, num_mixtures=m.num_mixtures,
+                transfer_layers=transfer_layers(m.transfer_layers, predictor_layers),
+                num_mixtures=m.num_mixtures,
                 conditioned=m.conditioned, transfer_features=m.transfer_features)
   if len(data.text_fields) == 1:          # imdb, agreement: one text
     return IMDBClassifier(rnn_layers=m.rnn_layers, **common)

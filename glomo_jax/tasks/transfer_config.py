@@ -152,6 +152,31 @@ def make_optimizer(o: OptimOptions) -> optax.GradientTransformation:
   return optax.chain(*clip, OPTIMIZERS[o.optimizer](o.learning_rate))
 
 
+def transfer_layers(configured: int | None, predictor_layers: int | None) -> int:
+  """The task model's L: the predictor's when there is one (a configured
+  value must agree with it), else the configured one, else 3."""
+  if predictor_layers is not None:
+    if configured is not None and configured != predictor_layers:
+      raise ValueError(f"model.transfer_layers={configured} but the predictor has "
+                       f"L={predictor_layers} graph layers")
+    return predictor_layers
+  return configured or 3
+
+
+def loop_values(o: OptimOptions, batches_per_epoch: int, select_metric: str) -> dict:
+  """LoopConfig fields of a downstream run from its optimiser options:
+  length (`steps`, else `epochs` of `batches_per_epoch`, default 1),
+  evaluations (default once an epoch), checkpoints (default at each
+  evaluation), best-variable selection by `select_metric` (max) and patience."""
+  steps = o.steps if o.steps is not None else max(
+      1, int(round((o.epochs if o.epochs is not None else 1) * batches_per_epoch)))
+  eval_every = o.eval_every or batches_per_epoch
+  return dict(num_steps=steps, log_every=o.log_every, eval_every=eval_every,
+              checkpoint_every=o.checkpoint_every or eval_every, keep_checkpoints=2,
+              select_metric=select_metric, select_mode="max", patience=o.patience,
+              keep_best=True)
+
+
 def check_optim(o: OptimOptions) -> None:
   """Raises ValueError for an optimiser setting that cannot run."""
   if o.optimizer not in OPTIMIZERS:
