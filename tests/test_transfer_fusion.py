@@ -1,6 +1,7 @@
 """HM (graph_features), the uniform graph and the gated fusion."""
 import jax
 import numpy as np
+import pytest
 
 from glomo_jax.transfer import GatedFusion, graph_features, uniform_graphs
 
@@ -50,21 +51,20 @@ def test_gated_fusion_formula():
   rng = np.random.default_rng(2)
   h = rng.standard_normal((2, 4, 3)).astype(np.float32)
   graphs = rng.uniform(0, 1, (2, 2, 4, 4)).astype(np.float32)
+  hm = np.einsum("bnts,bsd->bntd", graphs, h)
   module = GatedFusion(features=5)
-  variables = module.init(jax.random.PRNGKey(0), h, graphs)
-  out = np.asarray(module.apply(variables, h, graphs))
+  variables = module.init(jax.random.PRNGKey(0), h, hm)
+  out = np.asarray(module.apply(variables, h, hm))
   assert out.shape == (2, 4, 3 + 5)
   p = jax.tree_util.tree_map(np.asarray, variables["params"])
   assert p["linear"]["kernel"].shape == (3 * 3, 5)
-  hm = np.einsum("bnts,bsd->bntd", graphs, h)
   x = np.concatenate([h, hm[:, 0], hm[:, 1]], -1)             # [H; HM_1; HM_2]
   gated = (x @ p["linear"]["kernel"] + p["linear"]["bias"]) / (
       1 + np.exp(-(x @ p["gate"]["kernel"] + p["gate"]["bias"])))
   np.testing.assert_array_equal(out[..., :3], h)
   np.testing.assert_allclose(out[..., 3:], gated, rtol=1e-5, atol=1e-6)
-  # a list of graphs is the same as their stack; default width is d
-  listed = module.apply(variables, h, [graphs[:, 0], graphs[:, 1]])
-  np.testing.assert_array_equal(listed, out)
-  default = GatedFusion()
-  assert default.apply(default.init(jax.random.PRNGKey(0), h, graphs), h,
-                       graphs).shape == (2, 4, 6)
+  default = GatedFusion()                                     # width d
+  assert default.apply(default.init(jax.random.PRNGKey(0), h, hm), h,
+                       hm).shape == (2, 4, 6)
+  with pytest.raises(ValueError, match="do not fit"):
+    module.apply(variables, h, hm[:, :, :3])

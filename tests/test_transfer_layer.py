@@ -5,7 +5,7 @@ import numpy as np
 import pytest
 
 from glomo_jax.transfer import (GatedFusion, GraphMixture, GraphTransfer,
-                                graph_candidates, uniform_graphs)
+                                graph_candidates, graph_features, uniform_graphs)
 
 B, T, D, L, K = 2, 6, 4, 2, 3
 
@@ -31,6 +31,8 @@ def data():
 
 
 def test_glomo_is_candidates_mixtures_then_fusion(data):
+  """The layer never forms the candidate graphs; its output equals forming
+  them, mixing them and applying the mixtures to h (the paper's order)."""
   h, graphs, mask = data
   module = GraphTransfer(num_layers=L, num_mixtures=2, features=5)
   variables = module.init(jax.random.PRNGKey(0), h, graphs, mask)
@@ -41,8 +43,9 @@ def test_glomo_is_candidates_mixtures_then_fusion(data):
   fw, bw = graph_candidates(graphs, L)
   m_fw = GraphMixture(2).apply({"params": p["mixture_fw"]}, fw, h)
   m_bw = GraphMixture(2).apply({"params": p["mixture_bw"]}, bw, h)
-  mixed = [m_fw[:, 0], m_bw[:, 0], m_fw[:, 1], m_bw[:, 1]]     # [fw_1, bw_1, fw_2, bw_2]
-  expected = GatedFusion(5).apply({"params": p["fusion"]}, h, mixed, mask)
+  mixed = jnp.stack([m_fw[:, 0], m_bw[:, 0], m_fw[:, 1], m_bw[:, 1]], 1)  # fw_1, bw_1, …
+  expected = GatedFusion(5).apply({"params": p["fusion"]}, h,
+                                  graph_features(mixed, h, mask))
   np.testing.assert_allclose(out, expected, rtol=1e-5, atol=1e-6)
   jitted = jax.jit(module.apply)(variables, h, graphs, mask)
   np.testing.assert_allclose(jitted, out, rtol=1e-5, atol=1e-6)
@@ -56,7 +59,7 @@ def test_uniform_mode_uses_the_uniform_graph(data):
   assert variables["params"]["fusion"]["linear"]["kernel"].shape == (2 * D, D)
   out = module.apply(variables, h, None, mask)
   expected = GatedFusion().apply({"params": variables["params"]["fusion"]}, h,
-                                 uniform_graphs(mask)[:, None], mask)
+                                 graph_features(uniform_graphs(mask)[:, None], h, mask))
   np.testing.assert_array_equal(out, expected)
 
 

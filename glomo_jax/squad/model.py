@@ -153,18 +153,19 @@ class SquadReader(nn.Module):
     f2 = mask2[..., None].astype(jnp.float32)
     vdrop = lambda x: nn.Dropout(self.dropout_rate, broadcast_dims=(1,),  # noqa: E731
                                  deterministic=not train)(x)
-    graphs = None
+    graphs = (None, None)
     if self.glomo in ("embeddings", "rnn"):
       layers.check_graphs(context_graphs, cm, self.transfer_layers, "context")
       layers.check_graphs(question_graphs, qm, self.transfer_layers, "question")
-      extra = length - tc, length - tq
-      graphs = jax.lax.stop_gradient(jnp.concatenate(
-          [jnp.pad(jnp.asarray(g, jnp.float32), [(0, 0)] * 3 + [(0, e), (0, e)])
-           for g, e in ((context_graphs, extra[0]), (question_graphs, extra[1]))], axis=0))
+      graphs = context_graphs, question_graphs
     transfer = None if self.glomo == "none" else layers.graph_transfer(
         "uniform" if self.glomo == "uniform" else "glomo", num_layers=self.transfer_layers,
         num_mixtures=self.num_mixtures, conditioned=self.conditioned,
         features=self.transfer_features, name="transfer")
+
+    def transferred(x):  # one transfer, called on each text at its own length
+      return pair(transfer(x[:batch, :tc], graphs[0], cm),
+                  transfer(x[batch:, :tq], graphs[1], qm)) * f2
 
     words = layers.WordEmbedding(self.vocab_size, self.embed_dim, self.embedding_init,
                                  freeze=True, name="embed")(pair(context, question))
@@ -173,10 +174,10 @@ class SquadReader(nn.Module):
                                                      train=train)
     x = jnp.concatenate([words, chars], axis=-1) * f2
     if self.glomo in ("embeddings", "uniform"):
-      x = transfer(x, graphs, mask2) * f2
+      x = transferred(x)
     x = layers.BiRNN(self.hidden, "gru", name="encoder")(vdrop(x), mask2)
     if self.glomo == "rnn":
-      x = transfer(x, graphs, mask2) * f2
+      x = transferred(x)
     x = vdrop(x)
     c, q = x[:batch, :tc], x[batch:, :tq]
 

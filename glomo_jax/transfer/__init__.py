@@ -3,8 +3,9 @@ features.
 
 * `GraphTransfer` (layer.py): the layer task models call, mode 'glomo' |
   'uniform' | 'none'.
-* Its parts: `graph_candidates` (candidates.py), `GraphMixture` (mixture.py),
-  `uniform_graphs` (uniform.py), `graph_features` / `GatedFusion` (fusion.py).
+* Its parts: `graph_candidates` / `propagated_candidates` (candidates.py),
+  `GraphMixture` (mixture.py), `uniform_graphs` (uniform.py), `graph_features`
+  / `GatedFusion` (fusion.py).
 * Pieces → words: `piece_to_unit`, `align_graphs`, `word_graphs` (align.py).
 * Dataset caches: `cached_word_graphs`, `WordGraphCache` (cache.py).
 """
@@ -12,7 +13,8 @@ from glomo_jax.transfer.align import (align_graphs, encode_word_lists, piece_to_
                                       word_graphs)
 from glomo_jax.transfer.cache import (WordGraphCache, cache_key, cached_word_graphs,
                                       dataset_fingerprint)
-from glomo_jax.transfer.candidates import candidate_names, graph_candidates
+from glomo_jax.transfer.candidates import (candidate_names, graph_candidates,
+                                           propagated_candidates)
 from glomo_jax.transfer.fusion import GatedFusion, graph_features
 from glomo_jax.transfer.layer import MODES, GraphTransfer
 from glomo_jax.transfer.mixture import GraphMixture
@@ -21,4 +23,5 @@ from glomo_jax.transfer.uniform import uniform_graphs
 __all__ = ["GraphTransfer", "MODES", "GraphMixture", "GatedFusion", "WordGraphCache",
            "align_graphs", "cache_key", "cached_word_graphs", "candidate_names",
            "dataset_fingerprint", "encode_word_lists", "graph_candidates",
-           "graph_features", "piece_to_unit", "uniform_graphs", "word_graphs"]
+           "graph_features", "piece_to_unit", "propagated_candidates", "uniform_graphs",
+           "word_graphs"]

@@ -18,6 +18,18 @@ of K heads, layer by layer with each layer's product right after it,
 so candidate c is head ``c % K`` of block ``c // K``; block 0 is G^1, block
 2l − 3 is G^l and block 2l − 2 is Λ^l (l ≥ 2, 1-based l). `candidate_names`
 spells this out.
+
+Two forms of the same candidates:
+
+* `graph_candidates`: the matrices C_c themselves, [B, C, T, T]; the
+  products cost O(T³) and the stack C·T² floats an example. For looking at
+  graphs and for short inputs.
+* `propagated_candidates`: what the transfer layer needs, C_c H (each
+  candidate applied to the features H [B, T, d]), [B, C, T, d], without
+  forming any product matrix: Λ^l H = G^l (Λ^{l−1} H), so every candidate
+  costs one [T, T]·[T, d] product and memory stays C·T·d floats an example
+  beyond the graphs themselves. This is what makes SQuAD passages of 800
+  words fit (the matrices took 20 GB at batch 32).
 """
 from __future__ import annotations
 
@@ -69,3 +81,59 @@ def graph_candidates(graphs, num_layers: int) -> tuple[jax.Array, jax.Array]:
                      f"shape {graphs.shape}")
   return (_direction_candidates(graphs[:, :num_layers]),
           _direction_candidates(graphs[:, num_layers:]))
+
+
+def propagated_candidates(graphs, h, mask, num_layers: int
+                          ) -> tuple[jax.Array, jax.Array]:
+  """Every candidate applied to the features, without forming the candidates.
+
+  Equal (to float rounding) to ``einsum('bcts,bsd->bctd', C, H)`` with the
+  candidates C of `graph_candidates` after zeroing the graphs' padding rows
+  and columns, and H zeroed at padding; but built as
+  G^l H and G^l (Λ^{l−1} H), one product of a graph with a [T, d] matrix per
+  candidate (module docstring).
+
+  Args:
+    graphs: [B, 2L, K, T, T] predictor graphs, [.., target, source] (forward
+      layers, then backward; any float dtype, read in float32). Entries in
+      padding rows or columns are ignored (they must be finite).
+    h: [B, T, d] features.
+    mask: [B, T] bool (True = real position).
+    num_layers: L.
+
+  Returns:
+    (forward, backward), each float32 [B, (2L−1)·K, T_target, d], candidate
+    order as `graph_candidates`; rows of padding targets are 0.
+  """
+  graphs = jnp.asarray(graphs)
+  batch, length, dim = h.shape
+  if graphs.ndim != 5 or graphs.shape[1] != 2 * num_layers or \
+      graphs.shape[0] != batch or graphs.shape[-2:] != (length, length):
+    raise ValueError(f"graphs must be [batch={batch}, 2L={2 * num_layers}, K, "
+                     f"T={length}, T={length}], got shape {graphs.shape}")
+  heads = graphs.shape[2]
+  rows = jnp.asarray(mask).astype(bool)[:, None, :, None]          # [B, 1, T, 1]
+  # Zeroing H at padding sources and the results at padding targets is the
+  # same as zeroing the graphs' padding columns and rows.
+  h = jnp.where(rows[:, 0], jnp.asarray(h, jnp.float32), 0)
+  h_heads = jnp.broadcast_to(h[:, None], (batch, heads, length, dim))
+
+  @jax.checkpoint      # the backward pass recasts the graph rather than keep a copy
+  def product(g, x):                          # g [B, K, T, T] · x [B, K, T, w]
+    g = g.astype(jnp.promote_types(g.dtype, jnp.float32))
+    return jnp.einsum("bkts,bksw->bktw", g, x, precision=jax.lax.Precision.HIGHEST)
+
+  def apply(layer, x):                        # G^layer x, padding targets 0
+    return jnp.where(rows, product(graphs[:, layer], x), 0)
+
+  def direction(first: int) -> jax.Array:
+    product = apply(first, h_heads)                                # Λ^1 H = G^1 H
+    blocks = [product]
+    for layer in range(first + 1, first + num_layers):
+      both = apply(layer, jnp.concatenate([h_heads, product], axis=-1))
+      product = both[..., dim:]                                    # Λ^l H
+      blocks += [both[..., :dim], product]                         # G^l H, Λ^l H
+    stacked = jnp.stack(blocks, axis=1)                            # [B, 2L−1, K, T, d]
+    return stacked.reshape(batch, (2 * num_layers - 1) * heads, length, dim)
+
+  return direction(0), direction(num_layers)

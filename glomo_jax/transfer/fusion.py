@@ -7,14 +7,15 @@ Given features H [B, T, d] and graphs M_1 … M_n ([B, n, T_target, T_source]):
   gated   = (W1 x + b1) ⊙ σ(W2 x + b2)              (width `features`, default d)
   output  = [H ; gated]                             (width d + features)
 
-The authors' ``GateLayer`` (SQuAD code, ``gate_fuse 2``). Padding: with a
-mask, padding sources are dropped (their H is replaced by 0 and their graph
-columns ignored) and the HM rows of padding targets are 0, so nothing at a
-padding position reaches a real one.
+The authors' ``GateLayer`` (SQuAD code, ``gate_fuse 2``). `GatedFusion`
+takes HM already computed: by `graph_features` from graphs, or, in
+`GraphTransfer`, by mixing the candidates applied to H (which never forms a
+[T, T] matrix per candidate). Padding: with a mask, `graph_features` drops
+padding sources (their H is replaced by 0 and their graph columns ignored)
+and zeroes the HM rows of padding targets, so nothing at a padding position
+reaches a real one.
 """
 from __future__ import annotations
-
-from typing import Sequence
 
 import flax.linen as nn
 import jax
@@ -59,19 +60,19 @@ class GatedFusion(nn.Module):
   features: int | None = None
 
   @nn.compact
-  def __call__(self, h, graphs: jax.Array | Sequence[jax.Array], mask=None):
+  def __call__(self, h, hm):
     """Args:
       h: [B, T, d].
-      graphs: [B, n, T_target, T_source], or a list of n [B, T, T] graphs.
-      mask: optional [B, T] (1 = real position).
+      hm: [B, n, T, d], HM_1 … HM_n (e.g. `graph_features(graphs, h, mask)`).
 
     Returns:
       [B, T, d + features]: H, then the gated part.
     """
-    if isinstance(graphs, (list, tuple)):
-      graphs = jnp.stack(graphs, axis=1)
-    h = jnp.asarray(h)
-    hm = graph_features(graphs, h, mask)                        # [B, n, T, d]
+    h, hm = jnp.asarray(h), jnp.asarray(hm)
+    if hm.ndim != 4 or h.ndim != 3 or hm.shape[0] != h.shape[0] or \
+        hm.shape[2:] != h.shape[1:]:
+      raise ValueError(f"hm [batch, n, T, d] and h [batch, T, d] do not fit: "
+                       f"{hm.shape} and {h.shape}")
     batch, n, length, dim = hm.shape
     x = jnp.concatenate(
         [h, hm.transpose(0, 2, 1, 3).reshape(batch, length, n * dim)], axis=-1)

@@ -3,13 +3,14 @@
 Given features h [B, T, d] and a mask [B, T]:
 
 * 'glomo': the predictor's graphs [B, 2L, K, T, T] ([.., target, source]) get
-  their padding rows and columns zeroed and `jax.lax.stop_gradient` (the
-  predictor is frozen); each direction's (2L−1)·K candidates
-  (`graph_candidates`) are mixed by its own `GraphMixture` ('mixture_fw',
-  'mixture_bw'; num_mixtures each, conditioned on h or free); the
-  2·num_mixtures graphs, ordered [fw_1, bw_1, fw_2, bw_2, …] as in the
-  authors' code, go to `GatedFusion` ('fusion'): output [H ; gated],
-  [B, T, d + features].
+  `jax.lax.stop_gradient` (the predictor is frozen); each direction's
+  (2L−1)·K candidates are applied to h (`propagated_candidates`: C_c h,
+  padding rows and columns of the graphs ignored) and mixed by the
+  direction's own `GraphMixture` ('mixture_fw', 'mixture_bw'; num_mixtures
+  each, conditioned on h or free), which gives M_n h for the mixtures M_n of
+  the candidate graphs; the 2·num_mixtures of them, ordered
+  [fw_1, bw_1, fw_2, bw_2, …] as in the authors' code, go to `GatedFusion`
+  ('fusion'): output [H ; gated], [B, T, d + features].
 * 'uniform': the same fusion with one graph, uniform over the valid positions
   (`uniform_graphs`); the graphs are not read.
 * 'none': h is returned unchanged (no parameters; the graphs are not read).
@@ -19,8 +20,11 @@ padding features are not propagated, and the HM rows of padding targets are
 0, so outputs at real positions do not depend on anything at padding
 positions (the output at a padding position still holds its own h).
 
-Cost: the candidates take B·2·(2L−1)·K·T² floats (paper config, L=3, K=8:
-80·T² per example), so long inputs are quadratic in memory as in attention.
+Cost: beyond the graphs it is given (2L·K·T² an example), the layer holds
+C_c h, B·2·(2L−1)·K·T·d floats, and does one [T, T]·[T, d] product per graph
+and candidate; no [T, T] candidate matrix is formed (forming them, as
+`graph_candidates` does, is O(T³) and took 20 GB for a batch of 32 SQuAD
+passages of 832 words).
 No dropout is applied here; apply it to h before the call if wanted (the
 authors drop out the features before the mixture logits and the gate).
 """
@@ -30,8 +34,8 @@ import flax.linen as nn
 import jax
 import jax.numpy as jnp
 
-from glomo_jax.transfer.candidates import graph_candidates
-from glomo_jax.transfer.fusion import GatedFusion
+from glomo_jax.transfer.candidates import propagated_candidates
+from glomo_jax.transfer.fusion import GatedFusion, graph_features
 from glomo_jax.transfer.mixture import GraphMixture
 from glomo_jax.transfer.uniform import uniform_graphs
 
@@ -82,24 +86,15 @@ class GraphTransfer(nn.Module):
       raise ValueError(f"mask {mask.shape} must be [batch, T] = {(batch, length)}")
 
     if self.mode == "uniform":
-      mixed = uniform_graphs(mask)[:, None]                      # [B, 1, T, T]
+      hm = graph_features(uniform_graphs(mask)[:, None], h, mask)  # [B, 1, T, d]
     else:
       if graphs is None:
         raise ValueError("mode 'glomo' needs the predictor's graphs")
-      graphs = jnp.asarray(graphs)
-      expected = (batch, 2 * self.num_layers)
-      if graphs.ndim != 5 or graphs.shape[:2] != expected or \
-          graphs.shape[-2:] != (length, length):
-        raise ValueError(f"graphs must be [batch={batch}, 2L={2 * self.num_layers}, K, "
-                         f"T={length}, T={length}], got shape {graphs.shape}")
-      graphs = jax.lax.stop_gradient(
-          graphs.astype(jnp.promote_types(graphs.dtype, jnp.float32)))
-      pair = mask[:, :, None] & mask[:, None, :]
-      graphs = jnp.where(pair[:, None, None], graphs, 0)
-      fw, bw = graph_candidates(graphs, self.num_layers)
+      graphs = jax.lax.stop_gradient(jnp.asarray(graphs))
+      fw, bw = propagated_candidates(graphs, h, mask, self.num_layers)  # [B, C, T, d]
       mix = dict(num_mixtures=self.num_mixtures, conditioned=self.conditioned)
-      m_fw = GraphMixture(**mix, name="mixture_fw")(fw, h)      # [B, n, T, T]
-      m_bw = GraphMixture(**mix, name="mixture_bw")(bw, h)
-      mixed = jnp.stack([m_fw, m_bw], axis=2).reshape(
-          batch, 2 * self.num_mixtures, length, length)
-    return GatedFusion(self.features, name="fusion")(h, mixed, mask)
+      hm_fw = GraphMixture(**mix, name="mixture_fw")(fw, h)      # [B, n, T, d]
+      hm_bw = GraphMixture(**mix, name="mixture_bw")(bw, h)
+      hm = jnp.stack([hm_fw, hm_bw], axis=2).reshape(
+          batch, 2 * self.num_mixtures, length, h.shape[-1])
+    return GatedFusion(self.features, name="fusion")(h, hm)

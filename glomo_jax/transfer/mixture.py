@@ -13,6 +13,12 @@ H·M_n by it, which is the same). The weights are
 
 Parameters: 'logits' (Dense kernel [d, n·C] + bias, conditioned; or [n, C]
 free) and 'scale' [n]. The weights are computed in float32.
+
+The mixture is linear in each target row, so it can mix the candidates
+themselves ([B, C, T_target, T_source] → M) or the candidates already applied
+to features (C_c H, [B, C, T_target, d] → M_n H, `propagated_candidates`):
+mixing rows of C_c H gives exactly the rows of M_n H. `GraphTransfer` does
+the latter, which never holds a [T, T] matrix per candidate.
 """
 from __future__ import annotations
 
@@ -37,18 +43,20 @@ class GraphMixture(nn.Module):
     """Mixtures of the candidates.
 
     Args:
-      candidates: [B, C, T_target, T_source].
+      candidates: [B, C, T_target, X]: candidate graphs (X = T_source) or
+        candidates applied to features (X = d); rows are target positions.
       features: [B, T, d], needed when conditioned (ignored otherwise).
       return_weights: also return the softmax weights.
 
     Returns:
-      M [B, num_mixtures, T_target, T_source] (float32 or wider), and with
+      M [B, num_mixtures, T_target, X] (float32 or wider), and with
       return_weights the weights [B, num_mixtures, T_target, C] (each [.., t, :]
       a distribution over candidates; broadcast over B and T when free).
     """
     candidates = jnp.asarray(candidates)
-    if candidates.ndim != 4 or candidates.shape[-1] != candidates.shape[-2]:
-      raise ValueError(f"candidates must be [batch, C, T, T], got {candidates.shape}")
+    if candidates.ndim != 4:
+      raise ValueError(f"candidates must be [batch, C, T, T or d], got "
+                       f"{candidates.shape}")
     batch, count, length, _ = candidates.shape
     n = self.num_mixtures
     if self.conditioned:
@@ -63,7 +71,7 @@ class GraphMixture(nn.Module):
       logits = jnp.broadcast_to(logits[None, :, None, :], (batch, n, length, count))
     weights = jax.nn.softmax(logits.astype(jnp.float32), axis=-1)  # [B, n, T, C]
     scale = self.param("scale", nn.initializers.ones, (n,), jnp.float32)
-    mixed = jnp.einsum("bntc,bcts->bnts", weights,
+    mixed = jnp.einsum("bntc,bctx->bntx", weights,
                        candidates.astype(jnp.promote_types(candidates.dtype,
                                                            jnp.float32)))
     mixed = mixed * scale[None, :, None, None]
