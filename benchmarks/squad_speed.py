@@ -16,7 +16,10 @@ length-bucketed) from the `:cpu` config's training subset; every variant
 times the same list, the variants alternate within each round, and a figure
 is the median over rounds. Building the graph cache (the predictor's forward
 pass and the alignment to words, once per paragraph and question) is timed
-separately, once. Records go to benchmarks/results/squad_speed.jsonl.
+separately, once. Memory: the XLA buffers (temporaries plus arguments) of
+the compiled training step for a batch of 32 questions on the longest
+passages of the training subset, from `memory_analysis()`. Records go to
+benchmarks/results/squad_speed.jsonl.
 """
 from __future__ import annotations
 
@@ -90,6 +93,14 @@ class Variant:
       float(loss)
     return time.perf_counter() - began
 
+  def step_memory_gb(self, idx) -> float:
+    """XLA's buffers of the compiled training step on the batch `idx`, GB."""
+    batch = self.task.device_batch("train", idx, self.config.optim.batch_size)
+    compiled = self.train_step.lower(self.params, self.opt_state, batch,
+                                     jax.random.key(0)).compile()
+    analysis = compiled.memory_analysis()
+    return (analysis.temp_size_in_bytes + analysis.argument_size_in_bytes) / 1e9
+
   def answer(self, indices) -> float:
     began = time.perf_counter()
     for idx in indices:
@@ -129,21 +140,27 @@ def main():
     for v in variants if r % 2 == 0 else variants[::-1]:
       times[v.name]["train"].append(v.train(order))
       times[v.name]["answer"].append(v.answer(eval_order))
+  longest = train.lengths("context").argsort()[::-1][:b]
+  memory = {v.name: v.step_memory_gb(longest) for v in variants}
   trained = sum(len(i) for i in order)
   answered = sum(len(i) for i in eval_order)
   rows = {}
   for n in names:
     rows[n] = {"train_questions_per_s": trained / statistics.median(times[n]["train"]),
                "answer_questions_per_s": answered / statistics.median(times[n]["answer"]),
-               "train_s": times[n]["train"], "answer_s": times[n]["answer"]}
-  print("| variant | train questions/s | vs baseline | predict questions/s | vs baseline |")
-  print("|---|---|---|---|---|")
+               "train_s": times[n]["train"], "answer_s": times[n]["answer"],
+               "longest_step_gb": memory[n]}
+  words = int(train.lengths("context")[longest].max())
+  print(f"| variant | train questions/s | vs baseline | predict questions/s | vs baseline "
+        f"| train step memory at {words} words (GB) |")
+  print("|---|---|---|---|---|---|")
   ref = rows.get("baseline", rows[names[0]])
   for n, row in rows.items():
     print(f"| {n} | {row['train_questions_per_s']:.1f} | "
           f"{row['train_questions_per_s'] / ref['train_questions_per_s']:.3f}× | "
           f"{row['answer_questions_per_s']:.1f} | "
-          f"{row['answer_questions_per_s'] / ref['answer_questions_per_s']:.3f}× |")
+          f"{row['answer_questions_per_s'] / ref['answer_questions_per_s']:.3f}× | "
+          f"{row['longest_step_gb']:.2f} |")
   lengths = [int(train.lengths("context")[i].max()) for i in order]
   if graph_seconds is not None:
     n_par, n_q = len(train.paragraphs), len(train)

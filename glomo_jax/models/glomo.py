@@ -43,6 +43,30 @@ def _check_inputs(tokens, mask):
     raise ValueError(f"mask {mask.shape} must have the shape of tokens {tokens.shape}")
 
 
+def top_features_at(graph: GraphPredictor, feats: FeaturePredictor, emb, mask,
+                    train: bool, positions) -> jax.Array:
+  """Top-layer features F^L of a decoupled direction at `positions` only.
+
+  The loss reads F^L only at the decoder start positions, and row j of a
+  graph feeds only position j, so the top layer is computed at those rows
+  (`GraphPredictor.split_graphs`): the same numbers, less work.
+
+  Args:
+    graph, feats: the direction's predictors (bound submodules).
+    emb: [batch, T, d] units in reading order; mask: optional [batch, T].
+    train: batch statistics.
+    positions: int [n] rows.
+
+  Returns:
+    [batch, n, d].
+  """
+  lower, top = graph.split_graphs(emb, mask, train, positions)
+  h = emb
+  for layer in range(lower.shape[1]):
+    h = feats.layer(layer, h, lower[:, layer])
+  return feats.layer(lower.shape[1], h, top, rows=positions)
+
+
 class GLoMo(nn.Module):
   """GLoMo pretraining model. Parameter tree (frozen names):
 
@@ -102,21 +126,13 @@ class GLoMo(nn.Module):
 
   def _start_states(self, which: str, emb, mask, train: bool, positions):
     """Top-layer features F^L at the decoder start `positions` (int [n]) of
-    one direction's sequence: [batch, n, d].
-
-    Decoupled models compute the top layer only at those positions
-    (`GraphPredictor.split_graphs`): its other rows feed nothing in the loss.
-    """
-    if not self.config.decoupled:
-      _, feats = self._direction(which, emb, mask, train, with_features=True)
-      return feats[-1][:, positions]
+    one direction's sequence: [batch, n, d] (`top_features_at`)."""
     graph = self.graph_fw if which == "fw" else self.graph_bw
     feats = self.features_fw if which == "fw" else self.features_bw
-    lower, top = graph.split_graphs(emb, mask, train, positions)
-    h = emb
-    for layer in range(lower.shape[1]):
-      h = feats.layer(layer, h, lower[:, layer])
-    return feats.layer(lower.shape[1], h, top, rows=positions)
+    if not self.config.decoupled:
+      _, out = self._direction(which, emb, mask, train, with_features=True)
+      return out[-1][:, positions]
+    return top_features_at(graph, feats, emb, mask, train, positions)
 
   # ---- public methods -------------------------------------------------------
   def graphs(self, tokens: jax.Array, mask: jax.Array | None = None,

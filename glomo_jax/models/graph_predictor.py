@@ -16,6 +16,11 @@ for every layer.
 
 In the coupled ("− decouple") variant there are no CNNs: `layer_graph`
 computes layer l's graph from the feature predictor's layer-(l−1) features.
+
+Pixels: with `image_shape` (H, W) the units are the H·W pixels of an image in
+raster order and the key and query CNNs are `PixelConvStack`s (causal in
+raster order); the rest is unchanged. No parameter depends on (H, W), so a
+predictor trained on one image size runs on another.
 """
 from __future__ import annotations
 
@@ -26,6 +31,7 @@ import jax.numpy as jnp
 from glomo_jax.config import ModelConfig
 from glomo_jax.models.causal_conv import CausalConvStack
 from glomo_jax.models.initializers import fan_in_uniform
+from glomo_jax.models.pixel_conv import PixelConvStack
 from glomo_jax.ops.dense import dense, row_major_transpose
 from glomo_jax.ops.sparse_graph import allowed_sources, normalize_graph
 
@@ -71,9 +77,12 @@ class GraphPredictor(nn.Module):
     config: the model's hyper-parameters.
     split_batch_scores: `affinity_scores`'s split_batch (same numbers; a
       choice of program for one CPU device).
+    image_shape: (H, W) when the units are pixels in raster order; None for
+      a sequence.
   """
   config: ModelConfig
   split_batch_scores: bool = False
+  image_shape: tuple[int, int] | None = None
 
   def setup(self):
     c = self.config
@@ -83,8 +92,13 @@ class GraphPredictor(nn.Module):
       stack = dict(features=d, kernel_size=c.kernel_size, norm=c.norm,
                    bn_momentum=c.bn_momentum, epsilon=c.bn_epsilon,
                    dtype=c.compute_dtype, param_dtype=pd)
-      self.key_cnn = CausalConvStack(c.key_layers, **stack)
-      self.query_cnn = CausalConvStack(c.query_layers, **stack)
+      if self.image_shape is None:
+        self.key_cnn = CausalConvStack(c.key_layers, **stack)
+        self.query_cnn = CausalConvStack(c.query_layers, **stack)
+      else:
+        shape = tuple(self.image_shape)
+        self.key_cnn = PixelConvStack(c.key_layers, image_shape=shape, **stack)
+        self.query_cnn = PixelConvStack(c.query_layers, image_shape=shape, **stack)
     proj = fan_in_uniform(d)
     self.key_kernel = self.param("key_kernel", proj, (L, d, K, H), pd)
     self.key_bias = self.param("key_bias", proj, (L, K, H), pd)
