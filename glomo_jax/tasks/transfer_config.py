@@ -28,7 +28,8 @@ SOURCES = ("files", "tfds", "synthetic")
 # reports or saves); any other change would mix two configs' results.
 CONFIG_FILE = "config.json"    # the run's config, in its workdir
 RESUMABLE_CHANGES = ("optim.steps", "optim.epochs", "optim.log_every",
-                     "optim.checkpoint_every", "graph_cache_dir")
+                     "optim.checkpoint_every", "graph_cache_dir",
+                     "num_steps", "log_every", "checkpoint_every")   # the last: image pretraining
 
 
 def changed_fields(old: Mapping[str, Any], new: Mapping[str, Any], prefix: str = "") -> list[str]:

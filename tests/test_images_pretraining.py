@@ -1,0 +1,78 @@
+"""Pixel pretraining on the loop: trains on an .npz, evaluates the held-out
+loss, resumes exactly, refuses another config's workdir."""
+import json
+import os
+
+import numpy as np
+import pytest
+
+from glomo_jax.config import ModelConfig
+from glomo_jax.images.data import ImageSource
+from glomo_jax.images.pretraining import ImagePretrainConfig, pretrain_images
+
+
+def write_images(path, n=24, size=8):
+  r, c = np.indices((size, size))
+  rng = np.random.default_rng(0)
+  images = np.stack([np.stack([(r * a + c * b + 40 * ch) % 256 for ch in range(3)], -1)
+                     for a, b in rng.integers(5, 40, (n, 2))]).astype(np.uint8)
+  np.savez(path, images=images, labels=np.arange(n) % 10)
+  return str(path)
+
+
+def config_for(path, **changes):
+  model = ModelConfig.tiny(vocab_size=32, decoder_layers=1, sample_positions=5)
+  base = ImagePretrainConfig(model=model, images=ImageSource("npz", path), downsample=2,
+                             heldout_images=8, batch_size=8, num_steps=4, log_every=1,
+                             eval_every=2, checkpoint_every=2, eval_batches=0,
+                             compile_fast=True)
+  return base.replace(**changes)
+
+
+def test_trains_evaluates_and_resumes_exactly(tmp_path):
+  path = write_images(tmp_path / "images.npz")
+  straight = pretrain_images(config_for(path), str(tmp_path / "straight"))
+  assert straight["step"] == 4
+  heldout = straight["eval"]["heldout"]
+  h = w = 4                     # right, below-left, below, below-right targets in a 4×4 image
+  assert heldout["values"] == 2 * 8 * 3 * (h * (w - 1) + 2 * (h - 1) * (w - 1) + (h - 1) * w)
+  assert np.isfinite(heldout["loss"]) and heldout["bits_per_dim"] == pytest.approx(
+      heldout["loss"] / np.log(2))
+  resumed_dir = str(tmp_path / "resumed")
+  first = pretrain_images(config_for(path, num_steps=2), resumed_dir)
+  assert first["step"] == 2
+  resumed = pretrain_images(config_for(path), resumed_dir)
+  assert resumed["first_step"] == 2 and resumed["step"] == 4
+  assert resumed["eval"]["heldout"]["loss"] == heldout["loss"]
+  with open(os.path.join(resumed_dir, "config.json")) as f:
+    assert json.load(f)["downsample"] == 2
+  with pytest.raises(ValueError, match="another config"):
+    pretrain_images(config_for(path, num_steps=6, learning_rate=0.5), resumed_dir)
+
+
+def test_too_few_heldout_images_is_a_clear_error(tmp_path):
+  path = write_images(tmp_path / "images.npz")
+  with pytest.raises(ValueError, match="make no batch of 8"):
+    pretrain_images(config_for(path, heldout_images=3), str(tmp_path / "run"))
+
+
+@pytest.mark.parametrize("arg", ["", "cpu", "tiny"])
+def test_presets_build_configs(arg):
+  from experiments.configs import images_pretrain
+  config = ImagePretrainConfig.from_dict(images_pretrain.get_config(arg).to_dict())
+  assert config.model.vocab_size == 256 and config.model.dim % config.model.num_heads == 0
+  with pytest.raises(ValueError, match="unknown images_pretrain preset"):
+    images_pretrain.get_config("nonsense")
+
+
+def test_entry_point_runs_the_tiny_preset_and_names_mistakes(tmp_path):
+  from test_entry_point_errors import assert_one_line, run
+  path = write_images(tmp_path / "images.npz", n=128, size=16)
+  base = ["-m", "experiments.pretrain_images",
+          "--config=experiments/configs/images_pretrain.py:tiny"]
+  out = run(base + [f"--config.images.location={path}", f"--workdir={tmp_path / 'run'}"])
+  assert out.returncode == 0, out.stderr[-3000:]
+  assert json.loads(out.stdout)["step"] == 6
+  assert_one_line(run(base + [f"--workdir={tmp_path / 'other'}"]), "needs a location")
+  assert_one_line(run(base + [f"--config.images.location={tmp_path / 'no.npz'}",
+                              f"--workdir={tmp_path / 'other'}"]), "does not exist")
