@@ -8,6 +8,8 @@ import pytest
 
 from glomo_jax.config import ModelConfig
 from glomo_jax.images.data import ImageSource
+from glomo_jax.export import ExportedPixelGraphPredictor, load_graph_predictor
+from glomo_jax.images import PixelGLoMo
 from glomo_jax.images.pretraining import ImagePretrainConfig, pretrain_images
 
 
@@ -48,6 +50,27 @@ def test_trains_evaluates_and_resumes_exactly(tmp_path):
     assert json.load(f)["downsample"] == 2
   with pytest.raises(ValueError, match="another config"):
     pretrain_images(config_for(path, num_steps=6, learning_rate=0.5), resumed_dir)
+
+
+def test_the_export_loads_in_one_call_for_any_image_size(tmp_path):
+  path = write_images(tmp_path / "images.npz")
+  summary = pretrain_images(config_for(path, num_steps=2), str(tmp_path / "run"))
+  predictor = load_graph_predictor(summary["export"])
+  assert isinstance(predictor, ExportedPixelGraphPredictor)
+  assert predictor.metadata["step"] == 2 and predictor.manifest["units"] == "pixels"
+  images = np.asarray(np.load(path)["images"][:2])          # 8×8: not the trained 4×4
+  graphs = np.asarray(predictor(images))
+  L = predictor.config.num_graph_layers
+  assert graphs.shape == (2, 2 * L, predictor.config.num_heads, 64, 64)
+  expected = PixelGLoMo(predictor.config, (8, 8)).apply(
+      predictor.variables, images, method=PixelGLoMo.graphs)
+  np.testing.assert_allclose(graphs, expected, rtol=1e-6, atol=1e-7)
+  assert np.all(graphs[:, :L][..., ~np.tril(np.ones((64, 64), bool), -1)] == 0)
+  assert set(predictor.variables["params"]) == {"embedding", "graph_fw", "graph_bw"}
+  with pytest.raises(ValueError, match="uint8"):
+    predictor(images.astype(np.float32))
+  with pytest.raises(ValueError, match="takes no tokenizer"):
+    load_graph_predictor(summary["export"], tokenizer=object())
 
 
 def test_too_few_heldout_images_is_a_clear_error(tmp_path):

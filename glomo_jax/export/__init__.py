@@ -9,7 +9,8 @@ The package has three parts:
   format     what is written: the export tree, the manifest and format_version
              1 (documented in its docstring), hashing, atomic writes, reading
              and verifying an export.
-  subset     which parameters an export holds: those `GLoMo.graphs` reads.
+  subset     which parameters an export holds: those `GLoMo.graphs` (or, for
+             pixels, `PixelGLoMo.graphs`) reads.
   predictor  the loaded object, `ExportedGraphPredictor`, and
              `load_graph_predictor`, built on the format's reader.
 The runtime depends on the format, never the reverse.
@@ -17,11 +18,13 @@ The runtime depends on the format, never the reverse.
 from glomo_jax.export.format import (FORMAT_VERSION, GRAPH_LAYOUT, KIND,
                                      MANIFEST_FILENAME, PARAMS_FILENAME,
                                      TOKENIZER_FILENAME, export_graph_predictor)
-from glomo_jax.export.predictor import ExportedGraphPredictor, load_graph_predictor
+from glomo_jax.export.predictor import (ExportedGraphPredictor, ExportedPixelGraphPredictor,
+                                        load_graph_predictor)
 from glomo_jax.export.subset import COLLECTIONS, graph_predictor_variables
 
 __all__ = [
     "COLLECTIONS", "FORMAT_VERSION", "GRAPH_LAYOUT", "KIND", "MANIFEST_FILENAME",
     "PARAMS_FILENAME", "TOKENIZER_FILENAME", "ExportedGraphPredictor",
+    "ExportedPixelGraphPredictor",
     "export_graph_predictor", "graph_predictor_variables", "load_graph_predictor",
 ]

@@ -27,6 +27,9 @@ them)::
         content_sha256        see below
         metadata              the caller's JSON object (e.g. {"step": 100000})
         graph_layout          human-readable description of the graphs
+        units                 "tokens" (GLoMo over text) or "pixels"
+                              (PixelGLoMo: T = H·W pixels in raster order;
+                              no tokenizer); absent in older exports = "tokens"
         library               {"glomo_jax", "jax", "flax"} versions
     params.msgpack      flax.serialization.msgpack_serialize of numpy arrays
                         {"params": {"embedding": [V, d], "graph_fw": {...},
@@ -82,7 +85,8 @@ import glomo_jax
 from glomo_jax.config import ModelConfig
 from glomo_jax.data.tokenizer import Tokenizer
 from glomo_jax.export.subset import (COLLECTIONS, _check_tree, _expected_leaves,
-                                     _flatten, _unflatten, graph_predictor_variables)
+                                     _flatten, _unflatten, check_units,
+                                     graph_predictor_variables)
 
 FORMAT_VERSION = 1
 KIND = "glomo_graph_predictor"
@@ -135,7 +139,7 @@ def _to_host(leaf) -> np.ndarray:
 def export_graph_predictor(directory: str, config: ModelConfig, variables: Mapping,
                            tokenizer: Tokenizer | None = None,
                            metadata: Mapping[str, Any] | None = None, *,
-                           overwrite: bool = False) -> str:
+                           overwrite: bool = False, units: str = "tokens") -> str:
   """Writes the frozen graph predictor to `directory` (layout: module docstring).
 
   Args:
@@ -147,6 +151,8 @@ def export_graph_predictor(directory: str, config: ModelConfig, variables: Mappi
       vocab_size must not exceed config.vocab_size.
     metadata: optional JSON-serialisable mapping (e.g. {'step': 1000}).
     overwrite: replace an existing export at `directory`.
+    units: 'tokens' (variables of GLoMo) or 'pixels' (of PixelGLoMo; no
+      tokenizer).
 
   Returns:
     the absolute path of the export.
@@ -160,7 +166,9 @@ def export_graph_predictor(directory: str, config: ModelConfig, variables: Mappi
   if not isinstance(config, ModelConfig):
     raise TypeError(f"config must be a ModelConfig, got {type(config).__name__}")
   final = os.path.abspath(os.fspath(directory))
-  subset = graph_predictor_variables(config, variables)
+  if check_units(units) == "pixels" and tokenizer is not None:
+    raise ValueError("a pixel graph predictor has no tokenizer")
+  subset = graph_predictor_variables(config, variables, units)
   host = jax.tree_util.tree_map(_to_host, subset)  # collective in multi-host runs
   if tokenizer is not None and tokenizer.vocab_size > config.vocab_size:
     raise ValueError(
@@ -191,6 +199,7 @@ def export_graph_predictor(directory: str, config: ModelConfig, variables: Mappi
       "content_sha256": _content_sha256(params_bytes, tokenizer_bytes, config),
       "metadata": metadata_json,
       "graph_layout": GRAPH_LAYOUT,
+      "units": units,
       "library": {"glomo_jax": glomo_jax.__version__, "jax": jax.__version__,
                   "flax": flax.__version__},
       "created": datetime.datetime.now(datetime.timezone.utc).isoformat(
@@ -308,12 +317,14 @@ class ExportContents(NamedTuple):
     variables: {'params': {...}, 'batch_stats': {...}} of jnp arrays in the
       dtypes the config gives (the graph predictor's subset only).
     tokenizer_bytes: the exported tokenizer.model, or None if there is none.
+    units: 'tokens' or 'pixels'.
   """
   directory: str
   manifest: dict
   config: ModelConfig
   variables: dict
   tokenizer_bytes: bytes | None
+  units: str = "tokens"
 
 
 def read_export(directory: str) -> ExportContents:
@@ -338,6 +349,10 @@ def read_export(directory: str) -> ExportContents:
     config = ModelConfig.from_dict(manifest["model_config"])
   except (TypeError, ValueError) as e:
     raise ValueError(f"{manifest_path}: invalid model_config: {e}") from None
+  try:
+    units = check_units(manifest.get("units", "tokens"))
+  except ValueError as e:
+    raise ValueError(f"{manifest_path}: {e}") from None
 
   params_bytes = _read_bytes(directory, PARAMS_FILENAME, "the parameter file")
   _verify_file(directory, manifest, PARAMS_FILENAME, params_bytes)
@@ -366,8 +381,8 @@ def read_export(directory: str) -> ExportContents:
   if listed != {path: tuple(np.shape(leaf)) for path, leaf in flat.items()}:
     raise ValueError(f"corrupt export: {params_path} does not hold the parameters "
                      f"listed in {manifest_path}")
-  _check_tree(config, flat, params_path, allow_extra=False)
-  expected = _expected_leaves(config)
+  _check_tree(config, flat, params_path, allow_extra=False, units=units)
+  expected = _expected_leaves(config, units)
   variables = _unflatten({path: jnp.asarray(leaf, dtype=expected[path].dtype)
                           for path, leaf in flat.items()})
-  return ExportContents(directory, manifest, config, variables, tokenizer_bytes)
+  return ExportContents(directory, manifest, config, variables, tokenizer_bytes, units)

@@ -5,8 +5,10 @@
 against the config), pairs it with a tokenizer, and returns an
 `ExportedGraphPredictor`: the config, the variables, and the pure, jitted
 `predict(variables, tokens, mask) -> graphs [batch, 2L, K, T, T]`, plus
-host-side helpers from text (`encode`, `graphs_from_text`). Nothing here
-needs the training loop.
+host-side helpers from text (`encode`, `graphs_from_text`). An export of a
+pixel predictor (units 'pixels') loads as an `ExportedPixelGraphPredictor`:
+`predict(variables, images) -> graphs [batch, 2L, K, H·W, H·W]` for uint8
+images of any size. Nothing here needs the training loop.
 """
 from __future__ import annotations
 
@@ -22,6 +24,7 @@ from glomo_jax.config import ModelConfig
 from glomo_jax.data.tokenizer import Tokenizer
 from glomo_jax.export import format as export_format
 from glomo_jax.models.glomo import GLoMo
+from glomo_jax.models.pixel_glomo import PixelGLoMo, check_images
 
 
 @functools.partial(jax.jit, static_argnums=0)
@@ -148,9 +151,51 @@ class ExportedGraphPredictor:
     return graphs, tokens, mask, pieces
 
 
-def load_graph_predictor(directory: str,
-                         tokenizer: Tokenizer | None = None) -> ExportedGraphPredictor:
+@functools.partial(jax.jit, static_argnums=0)
+def _predict_pixels(config: ModelConfig, variables, images):
+  """float32 graphs [batch, 2L, K, H·W, H·W] of uint8 images [batch, H, W, 3]."""
+  model = PixelGLoMo(config, tuple(images.shape[1:3]))
+  return model.apply(variables, images, method=PixelGLoMo.graphs).astype(jnp.float32)
+
+
+class ExportedPixelGraphPredictor:
+  """A loaded pixel graph predictor: config, variables and a pure function.
+
+  Attributes:
+    config, variables, metadata, manifest, directory: as
+      `ExportedGraphPredictor`.
+  """
+
+  def __init__(self, config: ModelConfig, variables: Mapping, *,
+               metadata: Mapping | None = None, manifest: Mapping | None = None,
+               directory: str | None = None):
+    self.config, self.variables = config, variables
+    self.metadata = dict(metadata or {})
+    self.manifest = dict(manifest or {})
+    self.directory = directory
+
+  def __repr__(self):
+    c = self.config
+    return (f"ExportedPixelGraphPredictor(layers=2x{c.num_graph_layers}, "
+            f"heads={c.num_heads}, levels={c.vocab_size}, directory={self.directory!r})")
+
+  def predict(self, variables: Mapping, images) -> jax.Array:
+    """Graphs between the pixels of uint8 images [batch, H, W, 3] (any H, W):
+    float32 [batch, 2L, K, H·W, H·W], raster indices t = r·W + c, [.., target,
+    source]. Pure and jitted (config static, one compile per image shape)."""
+    if not isinstance(images, jax.core.Tracer):
+      check_images(jnp.asarray(images))
+    return _predict_pixels(self.config, variables, images)
+
+  def __call__(self, images) -> jax.Array:
+    """`predict` with this predictor's own variables."""
+    return self.predict(self.variables, images)
+
+
+def load_graph_predictor(directory: str, tokenizer: Tokenizer | None = None
+                         ) -> ExportedGraphPredictor | ExportedPixelGraphPredictor:
   """Loads an export written by `export_graph_predictor`; needs no trainer.
+  A pixel export (units 'pixels') gives an `ExportedPixelGraphPredictor`.
 
   Args:
     directory: the export directory.
@@ -171,6 +216,13 @@ def load_graph_predictor(directory: str,
   directory = os.path.abspath(os.fspath(directory))
   contents = export_format.read_export(directory)
   config, manifest = contents.config, contents.manifest
+  if contents.units == "pixels":
+    if tokenizer is not None:
+      raise ValueError(f"{directory} holds a pixel graph predictor, which takes no "
+                       "tokenizer")
+    return ExportedPixelGraphPredictor(config, contents.variables,
+                                       metadata=manifest.get("metadata") or {},
+                                       manifest=manifest, directory=directory)
 
   recorded = manifest.get("tokenizer_fingerprint")
   recorded_size = manifest.get("tokenizer_vocab_size")

@@ -1,9 +1,10 @@
-"""The parameter subset of an export: exactly what `GLoMo.graphs` reads.
+"""The parameter subset of an export: exactly what `GLoMo.graphs` reads
+(units 'tokens') or `PixelGLoMo.graphs` (units 'pixels').
 
 An export holds the embedding, the two graph predictors (and, for a coupled
 config, the two feature predictors) with their BatchNorm statistics; the
 decoders are never exported. This module says which leaves those are for a
-ModelConfig, and checks a variables tree against that list.
+ModelConfig and units, and checks a variables tree against that list.
 
 Trees are handled flat, as {'collection/path/to/leaf': leaf}, e.g.
 {'params/graph_fw/key_kernel': [L, d, K, H], 'batch_stats/graph_fw/...': ...}.
@@ -19,20 +20,33 @@ import numpy as np
 
 from glomo_jax.config import ModelConfig
 from glomo_jax.models.glomo import GLoMo
+from glomo_jax.models.pixel_glomo import PixelGLoMo
 
 COLLECTIONS = ("params", "batch_stats")
+UNITS = ("tokens", "pixels")
+
+
+def check_units(units: str) -> str:
+  if units not in UNITS:
+    raise ValueError(f"units {units!r} is not one of {list(UNITS)}")
+  return units
 
 
 @functools.lru_cache(maxsize=32)
-def _expected_leaves(config: ModelConfig) -> dict[str, jax.ShapeDtypeStruct]:
-  """{'collection/path/to/leaf': ShapeDtypeStruct} of what `GLoMo.graphs` reads.
+def _expected_leaves(config: ModelConfig, units: str = "tokens"
+                     ) -> dict[str, jax.ShapeDtypeStruct]:
+  """{'collection/path/to/leaf': ShapeDtypeStruct} of what the model's
+  `graphs` method reads.
 
-  Initialising through `GLoMo.graphs` creates exactly the parameters and
+  Initialising through `graphs` creates exactly the parameters and
   BatchNorm statistics that method uses (abstractly: nothing is allocated).
   """
   def init():
-    return GLoMo(config).init(jax.random.PRNGKey(0), jnp.zeros((1, 1), jnp.int32),
-                              method=GLoMo.graphs)
+    key = jax.random.PRNGKey(0)
+    if check_units(units) == "pixels":   # no parameter depends on the image size
+      return PixelGLoMo(config, (2, 2)).init(key, jnp.zeros((1, 2, 2, 3), jnp.uint8),
+                                             method=PixelGLoMo.graphs)
+    return GLoMo(config).init(key, jnp.zeros((1, 1), jnp.int32), method=GLoMo.graphs)
   return _flatten(jax.eval_shape(init))
 
 
@@ -61,9 +75,9 @@ def _unflatten(flat: Mapping[str, Any]) -> dict:
 
 
 def _check_tree(config: ModelConfig, flat: Mapping[str, Any], where: str,
-                allow_extra: bool) -> None:
+                allow_extra: bool, units: str = "tokens") -> None:
   """Raises ValueError naming every missing, unexpected or misshaped leaf."""
-  expected = _expected_leaves(config)
+  expected = _expected_leaves(config, units)
   missing = sorted(set(expected) - set(flat))
   extra = [] if allow_extra else sorted(set(flat) - set(expected))
   shapes = [f"{path}: {where} has shape {tuple(np.shape(flat[path]))} but the "
@@ -88,13 +102,16 @@ def _listing(paths: Sequence[str], limit: int = 8) -> str:
   return shown + (f" (+{len(paths) - limit} more)" if len(paths) > limit else "")
 
 
-def graph_predictor_variables(config: ModelConfig, variables: Mapping) -> dict:
-  """The variables `GLoMo.graphs` needs, taken from a full GLoMo variables dict.
+def graph_predictor_variables(config: ModelConfig, variables: Mapping,
+                              units: str = "tokens") -> dict:
+  """The variables `GLoMo.graphs` (or `PixelGLoMo.graphs`) needs, taken from
+  the whole model's variables.
 
   Args:
     config: the model's ModelConfig.
     variables: {'params': {...}, 'batch_stats': {...}} of the whole model (or
       already the subset); dicts or FrozenDicts, any array type.
+    units: 'tokens' (GLoMo) or 'pixels' (PixelGLoMo).
 
   Returns:
     {'params': {embedding, graph_fw, graph_bw (+ features_fw, features_bw if
@@ -110,5 +127,5 @@ def graph_predictor_variables(config: ModelConfig, variables: Mapping) -> dict:
     raise TypeError("variables must be a mapping {'params': ..., 'batch_stats': ...}, "
                     f"got {type(variables).__name__}")
   flat = _flatten({k: variables[k] for k in COLLECTIONS if k in variables})
-  _check_tree(config, flat, "the variables", allow_extra=True)
-  return _unflatten({path: flat[path] for path in _expected_leaves(config)})
+  _check_tree(config, flat, "the variables", allow_extra=True, units=units)
+  return _unflatten({path: flat[path] for path in _expected_leaves(config, units)})

@@ -5,12 +5,15 @@ optional box downsampling → a seeded held-out subset → `PixelGLoMo`'s window
 loss; evaluation is the held-out loss per predicted channel value (nats)
 with every position decoded. `pretrain_images(config, workdir)` is the whole
 run; it resumes exactly after a kill (the loop's checkpoints, the data
-position of `ExampleBatches`) and refuses a workdir of another config.
+position of `ExampleBatches`) and refuses a workdir of another config. At
+the end the frozen graph predictor is exported to <workdir>/export, which
+`glomo_jax.export.load_graph_predictor` loads in one call.
 """
 from __future__ import annotations
 
 import dataclasses
 import logging
+import os
 from typing import Any, Mapping
 
 import jax
@@ -19,7 +22,7 @@ import numpy as np
 
 from glomo_jax.config import ModelConfig, from_dict
 from glomo_jax.images.data import ImageSource, carve_validation, downsample, read_images
-from glomo_jax.images.pixel_glomo import PixelGLoMo
+from glomo_jax.models.pixel_glomo import PixelGLoMo
 from glomo_jax.tasks.batching import ExampleBatches, batch_order, host_rows
 from glomo_jax.tasks.transfer_config import record_run_config
 from glomo_jax.train import loop
@@ -50,6 +53,8 @@ class ImagePretrainConfig:
     eval_batches (0 = every held-out batch), checkpoint_every,
     keep_checkpoints, seed, mesh_data, mesh_fsdp, compile_fast: see
     `LoopConfig`.
+    export: write the frozen pixel graph predictor to <workdir>/export at the
+      end (`glomo_jax.export`, units 'pixels').
   """
   model: ModelConfig = ModelConfig(vocab_size=256, dim=64, num_heads=4, head_dim=32,
                                    num_graph_layers=2, decoder_layers=1,
@@ -76,6 +81,7 @@ class ImagePretrainConfig:
   mesh_data: int = -1
   mesh_fsdp: int = 1
   compile_fast: bool = False
+  export: bool = True
 
   def __post_init__(self):
     for name, kind in (("model", ModelConfig), ("images", ImageSource)):
@@ -191,6 +197,16 @@ class PixelPretrainingTask(Task):
 
   def on_start(self, ctx: RunContext) -> None:
     record_run_config(ctx, self.config.to_dict())
+
+  def on_end(self, ctx: RunContext) -> dict:
+    if not self.config.export:
+      return {}
+    from glomo_jax.export import export_graph_predictor  # noqa: PLC0415
+    return {"export": export_graph_predictor(
+        os.path.join(ctx.workdir, "export"), self.config.model, ctx.state.variables,
+        metadata={"step": int(ctx.state.step), "image_shape": list(self.image_shape),
+                  "workdir": os.path.abspath(ctx.workdir)},
+        overwrite=True, units="pixels")}
 
 
 def pretrain_images(config: ImagePretrainConfig, workdir: str, *,

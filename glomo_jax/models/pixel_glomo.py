@@ -9,7 +9,7 @@ The text network with pixels as units, in raster order t = r·W + c:
   by the raster-causal `PixelConvStack`s), threshold, sparsity and
   `FeaturePredictor`, unchanged: graphs [batch, L, K, H·W, H·W], target row,
   source column, strictly causal in raster order;
-* the context objective over the 3×3 window (`window.py`): from F^L_t the
+* the context objective over the 3×3 window (`pixel_window.py`): from F^L_t the
   text `ContextDecoder` (a GRU started at F^L_t, teacher-forced with
   [0, e(p_1), e(p_2), e(p_3)]) predicts the window's future pixels
   p_1 … p_4 in raster order; each output scores every level of each channel
@@ -40,7 +40,7 @@ import jax
 import jax.numpy as jnp
 
 from glomo_jax.config import ModelConfig
-from glomo_jax.images.window import window_targets
+from glomo_jax.models.pixel_window import window_targets
 from glomo_jax.models.context_decoder import ContextDecoder
 from glomo_jax.models.feature_predictor import FeaturePredictor
 from glomo_jax.models.glomo import top_features_at
