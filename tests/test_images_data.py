@@ -1,5 +1,7 @@
 """Image datasets: .npz and TFDS (under mock_data) give the same ImageSet;
 downsampling, validation carving and clear errors."""
+import jax
+import jax.numpy as jnp
 import numpy as np
 import pytest
 import tensorflow_datasets as tfds
@@ -41,6 +43,10 @@ def test_downsample_is_the_rounded_block_mean():
   block = images[1, 2:4, 0:2, 1].astype(float)
   assert small[1, 1, 0, 1] == np.rint(block.mean())
   assert downsample(images, 1) is images
+  on_device = jax.jit(lambda x: downsample(x, 2))(jnp.asarray(images))
+  np.testing.assert_array_equal(on_device, small)
+  floats = downsample(images.astype(np.float32), 2)
+  assert floats.dtype == np.float32 and floats[1, 1, 0, 1] == block.mean()
   with pytest.raises(ValueError, match="must divide"):
     downsample(images, 3)
 

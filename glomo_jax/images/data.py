@@ -19,6 +19,8 @@ import dataclasses
 import os
 from typing import Sequence
 
+import jax
+import jax.numpy as jnp
 import numpy as np
 
 from glomo_jax.data.tfds_source import tfds_records
@@ -139,17 +141,21 @@ def read_images(source: ImageSource) -> ImageSet:
                           reader=source.reader)
 
 
-def downsample(images: np.ndarray, factor: int) -> np.ndarray:
-  """Box average over factor × factor blocks, rounded: uint8 [N, H, W, 3] ->
-  uint8 [N, H / factor, W / factor, 3] (factor 1 returns the input)."""
+def downsample(images, factor: int):
+  """Box average over factor × factor blocks: [N, H, W, C] -> [N, H / factor,
+  W / factor, C], rounded back to uint8 for uint8 input (float input stays
+  float). numpy in, numpy out; a jax array (also under jit) gives a jax
+  array. Factor 1 returns the input."""
   if factor == 1:
     return images
   n, h, w, c = images.shape
   if factor < 1 or h % factor or w % factor:
     raise ValueError(f"cannot downsample {h}×{w} images by {factor}: the factor must "
                      "divide both sides")
+  xp = jnp if isinstance(images, jax.Array) else np
   blocks = images.reshape(n, h // factor, factor, w // factor, factor, c)
-  return np.rint(blocks.astype(np.float32).mean(axis=(2, 4))).astype(np.uint8)
+  mean = blocks.astype(xp.float32).mean(axis=(2, 4))
+  return xp.rint(mean).astype(xp.uint8) if images.dtype == xp.uint8 else mean
 
 
 def carve_validation(count: int, size: int, seed: int = 0

@@ -66,8 +66,9 @@ class CifarResNet(nn.Module):
     return nn.Dense(self.num_classes, name="head")(x).astype(jnp.float32)
 
 
-def resnet(depth: int, num_classes: int = 10, width: int = 64) -> CifarResNet:
+def resnet(depth: int, num_classes: int = 10, width: int = 64,
+           name: str | None = None) -> CifarResNet:
   """CIFAR ResNet-`depth` (18 or 34)."""
   if depth not in STAGES:
     raise ValueError(f"ResNet depth {depth} is not one of {sorted(STAGES)}")
-  return CifarResNet(STAGES[depth], num_classes, width)
+  return CifarResNet(STAGES[depth], num_classes, width, name=name)

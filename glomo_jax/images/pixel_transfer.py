@@ -1,0 +1,107 @@
+"""`GLoMoResNet`: graphs between pixels transferred into a CIFAR ResNet
+(paper §4, Table 3).
+
+  H  = normalised pixels                                 [B, H, W, 3]
+  Hs = H box-averaged by `graph_downsample` = f          [B, H/f · W/f, 3]
+  [Hs ; gated] = GraphTransfer(Hs, graphs)               (glomo_jax.transfer)
+  x  = [H ; gated upsampled ×f (nearest)]                [B, H, W, 3 + features]
+  logits = ResNet(x)
+
+The graphs [B, 2L, K, n, n] (n = H/f · W/f pixels in raster order, [..,
+target, source]) come from the frozen pixel predictor run on the images at
+the predictor's resolution (`PixelGraphs`); with f = 1 (the paper) the
+transfer acts on the pixels themselves. f = 2 is the CPU-scale variant: a
+predictor pretrained at 16×16 gives graphs between 16×16 pixels of the 32×32
+images, and each pixel's gated features are shared by its 2×2 block.
+
+Variants (`glomo`): 'baseline' (the ResNet on H), 'uniform' (the uniform-graph
+ablation: mean of Hs over the image), 'glomo' (the predictor's graphs:
+mixtures of G^l and Λ^l). `features` is the width of the gated part
+(default 3, the width of H, as `GatedFusion`).
+"""
+from __future__ import annotations
+
+import flax.linen as nn
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from glomo_jax.images.data import downsample
+from glomo_jax.images.resnet import resnet
+from glomo_jax.transfer import GraphTransfer
+
+VARIANTS = ("baseline", "uniform", "glomo")
+# CIFAR-10 training-set channel means and standard deviations (0–1 scale)
+CIFAR_MEAN = np.array([0.4914, 0.4822, 0.4465], np.float32)
+CIFAR_STD = np.array([0.2470, 0.2435, 0.2616], np.float32)
+
+
+def normalise(images) -> jax.Array:
+  """uint8 [..., 3] -> float32 (v / 255 − mean) / std per channel."""
+  return (jnp.asarray(images, jnp.float32) / 255.0 - CIFAR_MEAN) / CIFAR_STD
+
+
+class PixelTransferInput(nn.Module):
+  """x = [H ; gated upsampled] (or H for 'baseline'): the ResNet's input
+  (module docstring). Fields as `GLoMoResNet`."""
+  glomo: str = "baseline"
+  num_layers: int = 3
+  num_mixtures: int = 2
+  conditioned: bool = True
+  features: int | None = None
+  graph_downsample: int = 1
+
+  @nn.compact
+  def __call__(self, images, graphs=None) -> jax.Array:
+    """images uint8 [B, H, W, 3]; graphs [B, 2L, K, n, n] for 'glomo' ->
+    float32 [B, H, W, 3 (+ features)]."""
+    if self.glomo not in VARIANTS:
+      raise ValueError(f"unknown image transfer variant {self.glomo!r}: {list(VARIANTS)}")
+    x = normalise(images)
+    if self.glomo == "baseline":
+      return x
+    f = self.graph_downsample
+    small = downsample(x, f)
+    b, h, w, c = small.shape
+    if self.glomo == "glomo" and (graphs is None or graphs.shape[-1] != h * w):
+      raise ValueError(f"'glomo' needs graphs between the {h}×{w} = {h * w} pixels of "
+                       f"the images downsampled by {f}, got "
+                       f"{None if graphs is None else graphs.shape}")
+    out = GraphTransfer(mode="uniform" if self.glomo == "uniform" else "glomo",
+                        num_layers=self.num_layers, num_mixtures=self.num_mixtures,
+                        conditioned=self.conditioned, features=self.features,
+                        name="transfer")(small.reshape(b, h * w, c), graphs, None)
+    gated = out[..., c:].reshape(b, h, w, -1)                      # raster t = r·w + c
+    gated = jnp.repeat(jnp.repeat(gated, f, axis=1), f, axis=2)
+    return jnp.concatenate([x, gated.astype(x.dtype)], axis=-1)
+
+
+class GLoMoResNet(nn.Module):
+  """The module docstring's network: `PixelTransferInput` ('input'), then the
+  CIFAR ResNet ('resnet').
+
+  Attributes:
+    glomo: 'baseline', 'uniform' or 'glomo'.
+    depth, width, num_classes: the ResNet (`glomo_jax.images.resnet`).
+    num_layers: L of the predictor ('glomo').
+    num_mixtures, conditioned, features: `GraphTransfer`'s fields.
+    graph_downsample: f, the factor between the images and the graphs' pixels.
+  """
+  glomo: str = "baseline"
+  depth: int = 18
+  width: int = 64
+  num_classes: int = 10
+  num_layers: int = 3
+  num_mixtures: int = 2
+  conditioned: bool = True
+  features: int | None = None
+  graph_downsample: int = 1
+
+  @nn.compact
+  def __call__(self, images, graphs=None, train: bool = False) -> jax.Array:
+    """images uint8 [B, H, W, 3]; graphs [B, 2L, K, n, n] for 'glomo' (None
+    otherwise) -> logits float32 [B, num_classes]."""
+    x = PixelTransferInput(self.glomo, self.num_layers, self.num_mixtures,
+                           self.conditioned, self.features, self.graph_downsample,
+                           name="input")(images, graphs)
+    return resnet(self.depth, self.num_classes, self.width, name="resnet")(x, train)

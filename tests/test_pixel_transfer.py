@@ -1,0 +1,74 @@
+"""Graph transfer over pixels: raster layout (a one-hot graph copies the right
+pixel), block upsampling, variants, and no gradient into the graphs."""
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+
+from glomo_jax.images.pixel_transfer import GLoMoResNet, PixelTransferInput, normalise
+from glomo_jax.transfer import propagated_candidates
+
+B, H, W, L, K = 2, 4, 6, 2, 2
+
+
+def images(seed=0, size=(H, W)):
+  return np.random.default_rng(seed).integers(0, 256, (B, *size, 3)).astype(np.uint8)
+
+
+def test_a_one_hot_graph_copies_the_pixel_above_in_raster_layout():
+  """Row t = r·W + c of a graph reading source t − W makes HM at (r, c) the
+  pixel (r − 1, c): the image shifted down one row (row 0 reads nothing)."""
+  x = np.asarray(normalise(images()))
+  n = H * W
+  above = np.zeros((n, n), np.float32)
+  for t in range(W, n):
+    above[t, t - W] = 1.0
+  graphs = np.broadcast_to(above, (B, 2 * L, K, n, n))
+  fw, _ = propagated_candidates(graphs, x.reshape(B, n, 3), np.ones((B, n), bool), L)
+  copied = np.asarray(fw)[:, 0].reshape(B, H, W, 3)                  # G^1, head 0
+  np.testing.assert_allclose(copied[:, 1:], x[:, :-1], rtol=1e-6)
+  np.testing.assert_array_equal(copied[:, 0], 0.0)
+
+
+def test_graphs_at_half_resolution_give_features_shared_by_2x2_blocks():
+  module = PixelTransferInput("glomo", num_layers=L, features=5, graph_downsample=2)
+  n = (H // 2) * (W // 2)
+  g = np.random.default_rng(1).uniform(0, 1, (B, 2 * L, K, n, n)).astype(np.float32)
+  g = np.tril(g, -1) / np.maximum(np.tril(g, -1).sum(-1, keepdims=True), 1e-9)
+  x = images(2)
+  variables = module.init(jax.random.PRNGKey(0), x, g)
+  out = np.asarray(module.apply(variables, x, g))
+  assert out.shape == (B, H, W, 3 + 5)
+  np.testing.assert_allclose(out[..., :3], normalise(x), rtol=1e-6)
+  gated = out[..., 3:]
+  np.testing.assert_array_equal(gated[:, 0::2, 0::2], gated[:, 1::2, 1::2])
+  np.testing.assert_array_equal(gated[:, 0::2, 0::2], gated[:, 0::2, 1::2])
+  assert np.abs(gated[:, 0, 0] - gated[:, 2, 4]).max() > 0        # blocks differ
+  with pytest.raises(ValueError, match="3×3 = 9 pixels"):
+    PixelTransferInput("glomo", num_layers=L, graph_downsample=2).init(
+        jax.random.PRNGKey(0), images(0, (6, 6)), g)
+
+
+@pytest.mark.parametrize("glomo", ["baseline", "uniform", "glomo"])
+def test_variants_train_and_the_graphs_get_no_gradient(glomo):
+  model = GLoMoResNet(glomo, depth=18, width=4, num_layers=L, graph_downsample=1)
+  x = images(3)
+  n = H * W
+  g = np.tril(np.ones((B, 2 * L, K, n, n), np.float32), -1)
+  g = g / np.maximum(g.sum(-1, keepdims=True), 1)
+  graphs = g if glomo == "glomo" else None
+  variables = model.init(jax.random.PRNGKey(0), x, graphs)
+  names = set(variables["params"]["input"]) if "input" in variables["params"] else set()
+  assert names == ({"transfer"} if glomo != "baseline" else set())
+
+  def loss(params, graphs):
+    logits, _ = model.apply({"params": params, "batch_stats": variables["batch_stats"]},
+                            x, graphs, train=True, mutable=["batch_stats"])
+    return jnp.sum(logits ** 2)
+  if glomo == "glomo":
+    _, d_graphs = jax.grad(loss, argnums=(0, 1))(variables["params"], graphs)
+    np.testing.assert_array_equal(d_graphs, 0.0)
+  value = loss(variables["params"], graphs)
+  assert np.isfinite(value)
+  with pytest.raises(ValueError, match="unknown image transfer variant"):
+    GLoMoResNet("pixels").init(jax.random.PRNGKey(0), x)
