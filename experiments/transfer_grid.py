@@ -1,5 +1,5 @@
-r"""Runs a transfer or SQuAD config for several variants and seeds, then
-tabulates them.
+r"""Runs a transfer, SQuAD or CIFAR-10 config for several variants and seeds,
+then tabulates them.
 
   python -m experiments.transfer_grid --config=experiments/configs/imdb.py \
       --root=runs/grid/imdb --variants=baseline,embeddings,uniform --seeds=0,1,2 \
@@ -11,7 +11,7 @@ tabulates them.
       --config=experiments/configs/squad.py:cpu --root=runs/grid/squad -- ...
 
 Every run is `python -m experiments.ENTRY --config=CONFIG --config.variant=V
---config.seed=S --workdir=ROOT/V_sS` (ENTRY: transfer or squad) plus the
+--config.seed=S --workdir=ROOT/V_sS` (ENTRY: transfer, squad or cifar) plus the
 arguments after `--` (the
 same for every run; `predictor_export` is dropped for variants that read no
 graphs). A run whose results.json exists is not repeated, so rerunning the
@@ -38,8 +38,9 @@ from absl import flags
 
 from experiments import cli
 
-_ENTRY = flags.DEFINE_enum("entry", "transfer", ["transfer", "squad"],
-                           "experiments.transfer (IMDB, NLI, agreement) or experiments.squad.")
+_ENTRY = flags.DEFINE_enum("entry", "transfer", ["transfer", "squad", "cifar"],
+                           "experiments.transfer (IMDB, NLI, agreement), experiments.squad "
+                           "or experiments.cifar.")
 _CONFIG = flags.DEFINE_string("config", None, "Transfer or SQuAD config file (with :preset).")
 _ROOT = flags.DEFINE_string("root", None, "Directory of the runs (ROOT/VARIANT_sSEED).")
 _VARIANTS = flags.DEFINE_list("variants", ["baseline", "embeddings", "uniform"], "Variants.")
@@ -48,7 +49,7 @@ _PARALLEL = flags.DEFINE_integer("parallel", 1, "Runs at once, one CPU core each
 _TABLE_ONLY = flags.DEFINE_bool("table_only", False, "Only tabulate existing results.")
 flags.mark_flags_as_required(["config", "root"])
 
-GRAPH_VARIANTS = ("embeddings", "rnn")
+GRAPH_VARIANTS = ("embeddings", "rnn", "glomo")      # text tasks and SQuAD; CIFAR
 ACCURACIES = ("validation_accuracy", "test", "matched", "mismatched")
 
 
@@ -158,7 +159,7 @@ def table(config: str, root: str, variants, extra: list[str], entry: str = "tran
            if a not in ("--config.seed=S", "--workdir=DIR")]
     cells.append("`python " + " ".join(shlex.quote(c) for c in cmd) + "`")
     lines.append("| " + " | ".join(cells) + " |")
-  what = "accuracy" if entry == "transfer" else "exact match and F1"
+  what = "exact match and F1" if entry == "squad" else "accuracy"
   return "\n".join(lines) + f"\n\nIn %: {what}, mean ± sample std over seeds.\n"
 
 

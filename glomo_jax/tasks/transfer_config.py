@@ -122,8 +122,11 @@ class ClassifierOptions:
 
 @dataclasses.dataclass(frozen=True)
 class OptimOptions:
-  """`optimizer` ('adam', or 'adadelta' as document-qa's SQuAD model) at
-  `learning_rate` with global-norm clipping (clip_norm None: none); training length
+  """`optimizer` ('adam'; 'adadelta' as document-qa's SQuAD model; 'sgd' with
+  `momentum`, Nesterov, as CIFAR ResNets) at `learning_rate`, constant or
+  decayed to 0 by a cosine over the run (`schedule` 'cosine'), with L2
+  `weight_decay` added to the gradients and global-norm clipping (clip_norm
+  None: none); training length
   `steps`, else `epochs` (default 1); `eval_every` steps between validation
   evaluations (default one epoch); early stopping after `patience`
   evaluations without a better validation accuracy (None: never);
@@ -140,17 +143,31 @@ class OptimOptions:
   patience: int | None = None
   log_every: int = 100
   checkpoint_every: int | None = None
+  momentum: float = 0.9
+  weight_decay: float = 0.0
+  schedule: str = "constant"
 
 
-OPTIMIZERS = {"adam": optax.adam, "adadelta": optax.adadelta}
+OPTIMIZERS = {"adam": optax.adam, "adadelta": optax.adadelta,
+              "sgd": lambda lr, momentum: optax.sgd(lr, momentum or None, nesterov=True)}
+SCHEDULES = ("constant", "cosine")
 
 
-def make_optimizer(o: OptimOptions) -> optax.GradientTransformation:
-  """The optimiser of `o`: clipping (if any), then Adam or Adadelta."""
-  if o.optimizer not in OPTIMIZERS:
-    raise ValueError(f"unknown optimizer {o.optimizer!r}: one of {sorted(OPTIMIZERS)}")
+def make_optimizer(o: OptimOptions, num_steps: int | None = None
+                   ) -> optax.GradientTransformation:
+  """The optimiser of `o`: clipping (if any), L2 weight decay (if any), then
+  Adam, Adadelta or SGD; a 'cosine' schedule needs the run's `num_steps`."""
+  check_optim(o)
+  lr = o.learning_rate
+  if o.schedule == "cosine":
+    if not num_steps:
+      raise ValueError("the cosine schedule needs the run's number of steps")
+    lr = optax.cosine_decay_schedule(o.learning_rate, num_steps)
   clip = [optax.clip_by_global_norm(o.clip_norm)] if o.clip_norm else []
-  return optax.chain(*clip, OPTIMIZERS[o.optimizer](o.learning_rate))
+  decay = [optax.add_decayed_weights(o.weight_decay)] if o.weight_decay else []
+  opt = (OPTIMIZERS["sgd"](lr, o.momentum) if o.optimizer == "sgd"
+         else OPTIMIZERS[o.optimizer](lr))
+  return optax.chain(*clip, *decay, opt)
 
 
 def transfer_layers(configured: int | None, predictor_layers: int | None) -> int:
@@ -182,6 +199,8 @@ def check_optim(o: OptimOptions) -> None:
   """Raises ValueError for an optimiser setting that cannot run."""
   if o.optimizer not in OPTIMIZERS:
     raise ValueError(f"unknown optim.optimizer {o.optimizer!r}: one of {sorted(OPTIMIZERS)}")
+  if o.schedule not in SCHEDULES:
+    raise ValueError(f"unknown optim.schedule {o.schedule!r}: one of {list(SCHEDULES)}")
   for name in ("batch_size", "log_every"):
     if getattr(o, name) < 1:
       raise ValueError(f"optim.{name} must be >= 1, got {getattr(o, name)}")

@@ -1,0 +1,131 @@
+"""CIFAR-10 transfer on the loop: every variant trains on a local .npz with a
+pixel predictor export, results.json, exact resume, SGD + cosine, mistakes."""
+import json
+import os
+
+import jax.numpy as jnp
+import numpy as np
+import pytest
+
+from glomo_jax.config import ModelConfig
+from glomo_jax.images.cifar import CifarConfig, run_cifar
+from glomo_jax.images.data import ImageSource
+from glomo_jax.images.pretraining import ImagePretrainConfig, pretrain_images
+from glomo_jax.tasks.transfer_config import OptimOptions, make_optimizer
+
+
+def write_cifar(path, n=40, size=8):
+  rng = np.random.default_rng(0)
+  labels = np.arange(n) % 10
+  r, c = np.indices((size, size))
+  images = np.stack([np.stack([(r * (l + 1) * 9 + c * 7 + 30 * ch) % 256 for ch in range(3)],
+                              -1) for l in labels]).astype(np.uint8)
+  images = np.clip(images + rng.integers(0, 20, images.shape), 0, 255).astype(np.uint8)
+  np.savez(path, images=images, labels=labels.astype(np.uint8))
+  return str(path)
+
+
+@pytest.fixture(scope="module")
+def files(tmp_path_factory):
+  root = tmp_path_factory.mktemp("cifar")
+  path = write_cifar(root / "cifar.npz")
+  model = ModelConfig.tiny(vocab_size=32, decoder_layers=1, sample_positions=4)
+  pretrained = pretrain_images(ImagePretrainConfig(
+      model=model, images=ImageSource("npz", path), downsample=2, heldout_images=8,
+      batch_size=8, num_steps=2, eval_every=2, checkpoint_every=2, compile_fast=True),
+      str(root / "pretrain"))
+  return path, pretrained["export"]
+
+
+def config_for(path, **changes):
+  base = CifarConfig(train=ImageSource("npz", path), test=ImageSource("npz", path),
+                     validation_images=8, depth=18, width=4,
+                     optim=OptimOptions(optimizer="sgd", learning_rate=0.05, batch_size=8,
+                                        eval_batch_size=8, steps=4, eval_every=2,
+                                        log_every=1, weight_decay=5e-4, schedule="cosine"),
+                     compile_fast=True)
+  return base.replace(**changes)
+
+
+@pytest.mark.parametrize("variant", ["baseline", "uniform", "glomo"])
+def test_every_variant_trains_and_writes_results(files, tmp_path, variant):
+  path, export = files
+  config = config_for(path, variant=variant, predictor_export=export if variant == "glomo"
+                      else None, graph_downsample=2)
+  results = run_cifar(config, str(tmp_path / variant))
+  assert results["steps"] == 4 and results["images"] == {"train": 32, "validation": 8,
+                                                          "test": 40}
+  assert 0 <= results["validation_accuracy"] <= 1 and 0 <= results["test"] <= 1
+  with open(tmp_path / variant / "results.json") as f:
+    assert json.load(f)["variant"] == variant
+
+
+def test_a_resumed_run_equals_a_straight_one(files, tmp_path):
+  path, export = files
+  config = config_for(path, variant="glomo", predictor_export=export, graph_downsample=2)
+  # a constant rate: a cosine over 2 steps is another schedule than over 4
+  config = config.replace(optim=OptimOptions(**dict(config.optim.__dict__,
+                                                    schedule="constant")))
+  straight = run_cifar(config, str(tmp_path / "straight"))
+  half = dict(config.optim.__dict__, steps=2)
+  run_cifar(config.replace(optim=OptimOptions(**half)), str(tmp_path / "resumed"))
+  resumed = run_cifar(config, str(tmp_path / "resumed"))
+  assert [c["train_loss"] for c in resumed["curves"]] == \
+      [c["train_loss"] for c in straight["curves"]]
+  assert resumed["test"] == straight["test"]
+
+
+def test_sgd_with_weight_decay_and_cosine_schedule():
+  o = OptimOptions(optimizer="sgd", learning_rate=0.1, momentum=0.9, weight_decay=0.5,
+                   schedule="cosine")
+  tx = make_optimizer(o, num_steps=2)
+  params = {"w": jnp.ones(2)}
+  state = tx.init(params)
+  step0, state = tx.update({"w": jnp.ones(2)}, state, params)
+  g = 1.0 + 0.5                                   # gradient + L2 decay
+  np.testing.assert_allclose(step0["w"], -0.1 * (g + 0.9 * g), rtol=1e-6)   # Nesterov
+  step1, _ = tx.update({"w": jnp.ones(2)}, state, params)
+  lr1 = 0.1 * 0.5 * (1 + np.cos(np.pi * 1 / 2))
+  np.testing.assert_allclose(step1["w"], -lr1 * (g + 0.9 * (0.9 * g + g)), rtol=1e-6)
+  with pytest.raises(ValueError, match="needs the run's number of steps"):
+    make_optimizer(o)
+
+
+def test_mistakes_are_named(files, tmp_path):
+  path, export = files
+  with pytest.raises(ValueError, match="needs predictor_export"):
+    CifarConfig(variant="glomo")
+  with pytest.raises(ValueError, match="unknown variant"):
+    CifarConfig(variant="pixels")
+  unlabelled = tmp_path / "u.npz"
+  np.savez(unlabelled, images=np.zeros((20, 8, 8, 3), np.uint8))
+  with pytest.raises(ValueError, match="has no labels"):
+    run_cifar(config_for(str(unlabelled), test=None), str(tmp_path / "u"))
+  assert os.path.exists(export)
+
+
+@pytest.mark.parametrize("arg", ["", "cpu", "tiny"])
+def test_presets_build_configs(arg):
+  from experiments.configs import cifar
+  config = CifarConfig.from_dict(cifar.get_config(arg).to_dict())
+  assert config.depth == 18 and config.optim.optimizer == "sgd"
+  assert (config.test is None) == (arg != "")
+  with pytest.raises(ValueError, match="unknown cifar preset"):
+    cifar.get_config("nonsense")
+
+
+def test_the_grid_runs_the_tiny_preset_and_tabulates(files, tmp_path):
+  from test_entry_point_errors import assert_one_line, run
+  path, export = files
+  out = run(["-m", "experiments.transfer_grid", "--entry=cifar",
+             "--config=experiments/configs/cifar.py:tiny", f"--root={tmp_path}",
+             "--variants=baseline,glomo", "--seeds=0", "--",
+             f"--config.train.location={path}", f"--config.predictor_export={export}",
+             "--config.validation_images=8"])
+  assert out.returncode == 0, out.stderr[-3000:]
+  assert "| variant | seeds | validation |" in out.stdout
+  assert "| baseline | 0 |" in out.stdout and "| glomo | 0 |" in out.stdout
+  assert "python -m experiments.cifar" in out.stdout
+  assert_one_line(run(["-m", "experiments.cifar", "--config=experiments/configs/cifar.py:tiny",
+                       "--config.variant=glomo", f"--workdir={tmp_path / 'x'}"]),
+                  "needs predictor_export")
