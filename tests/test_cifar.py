@@ -129,3 +129,24 @@ def test_the_grid_runs_the_tiny_preset_and_tabulates(files, tmp_path):
   assert_one_line(run(["-m", "experiments.cifar", "--config=experiments/configs/cifar.py:tiny",
                        "--config.variant=glomo", f"--workdir={tmp_path / 'x'}"]),
                   "needs predictor_export")
+
+
+def test_pixel_edges_are_graph_rows_and_the_figure_is_drawn(files, tmp_path):
+  from glomo_jax.images.pixel_edges import pixel_edges
+  from test_entry_point_errors import assert_one_line, run
+  rng = np.random.default_rng(0)
+  graphs = rng.uniform(0, 1, (4, 2, 12, 12))
+  edges = pixel_edges(graphs, (1, 2), (3, 4))
+  assert edges.shape == (4, 2, 3, 4)
+  np.testing.assert_array_equal(edges[3, 1].reshape(-1), graphs[3, 1, 1 * 4 + 2])
+  with pytest.raises(ValueError, match="outside the 3×4 image"):
+    pixel_edges(graphs, (3, 0), (3, 4))
+  path, export = files
+  out_png = tmp_path / "edges.png"
+  base = ["-m", "experiments.plot_pixel_edges", f"--export={export}", f"--images={path}",
+          "--index=3", "--downsample=2"]
+  out = run(base + ["--pixel=2,1", f"--out={out_png}"])
+  assert out.returncode == 0, out.stderr[-3000:]
+  assert out_png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+  assert_one_line(run(base + ["--pixel=2"]), "--pixel must be row,column")
+  assert_one_line(run(base + ["--pixel=9,9"]), "outside the 4×4 image")
