@@ -150,3 +150,19 @@ def test_pixel_edges_are_graph_rows_and_the_figure_is_drawn(files, tmp_path):
   assert out_png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
   assert_one_line(run(base + ["--pixel=2"]), "--pixel must be row,column")
   assert_one_line(run(base + ["--pixel=9,9"]), "outside the 4×4 image")
+
+
+def test_trains_on_mock_tfds_cifar10(tmp_path):
+  import tensorflow_datasets as tfds
+  rng = np.random.default_rng(5)
+  records = [{"image": rng.integers(0, 256, (8, 8, 3)).astype(np.uint8), "label": i % 10,
+              "id": str(i)} for i in range(24)]
+  config = config_for("unused", train=ImageSource("tfds", "cifar10", "train",
+                                                  reader="data_source"),
+                      test=ImageSource("tfds", "cifar10", "test", reader="data_source"))
+  with tfds.testing.mock_data(as_data_source_fn=lambda *a, **k: records):
+    results = run_cifar(config.replace(optim=OptimOptions(**dict(config.optim.__dict__,
+                                                                 steps=2))),
+                        str(tmp_path / "run"))
+  assert results["steps"] == 2 and results["images"] == {"train": 16, "validation": 8,
+                                                          "test": 24}

@@ -73,6 +73,19 @@ def test_the_export_loads_in_one_call_for_any_image_size(tmp_path):
     load_graph_predictor(summary["export"], tokenizer=object())
 
 
+def test_trains_on_mock_tfds_imagenet_resized(tmp_path):
+  import tensorflow_datasets as tfds
+  rng = np.random.default_rng(4)
+  records = [{"image": rng.integers(0, 256, (8, 8, 3)).astype(np.uint8), "label": i}
+             for i in range(24)]
+  config = config_for("unused", images=ImageSource("tfds", "imagenet_resized/32x32",
+                                                   "train", reader="data_source"),
+                      num_steps=2, export=False)
+  with tfds.testing.mock_data(as_data_source_fn=lambda *a, **k: records):
+    summary = pretrain_images(config, str(tmp_path / "run"))
+  assert summary["step"] == 2 and np.isfinite(summary["eval"]["heldout"]["loss"])
+
+
 def test_too_few_heldout_images_is_a_clear_error(tmp_path):
   path = write_images(tmp_path / "images.npz")
   with pytest.raises(ValueError, match="make no batch of 8"):
