@@ -9,7 +9,8 @@ Adam) on fixed random images. CIFAR: `GLoMoResNet` of the `cifar.py:cpu`
 preset (ResNet-18 of width 16, batch 128, SGD) on 32×32 images, for the
 variants at graph_downsample 2 (16×16 graphs, the CPU runs) and GLoMo at 1
 (32×32 graphs, the paper's setting); the graphs come from a randomly
-initialised predictor of the cpu model run inside the step, as in training.
+initialised predictor of the cpu model run inside the step, `graph_chunk`
+(16) images at a time, as in training.
 Every configuration is compiled before timing; within a round they
 alternate; a figure is the median over rounds. Memory: the compiled step's
 temporaries plus arguments (`memory_analysis()`). Records go to
@@ -34,7 +35,6 @@ import optax  # noqa: E402
 from experiments.configs import cifar as cifar_configs  # noqa: E402
 from experiments.configs import images_pretrain  # noqa: E402
 from glomo_jax.images.cifar import CifarConfig  # noqa: E402
-from glomo_jax.images.data import downsample  # noqa: E402
 from glomo_jax.images.pixel_transfer import GLoMoResNet  # noqa: E402
 from glomo_jax.images.pretraining import ImagePretrainConfig  # noqa: E402
 from glomo_jax.models.pixel_glomo import PixelGLoMo  # noqa: E402
@@ -95,29 +95,26 @@ def cifar_case(config: CifarConfig, variant: str, factor: int, predictor) -> Cas
   pmodel, pvars = predictor
   layers = pmodel.config.num_graph_layers
   model = GLoMoResNet(variant, config.depth, config.width, 10, layers,
-                      graph_downsample=factor)
+                      graph_downsample=factor, graph_chunk=config.graph_chunk)
   b = config.optim.batch_size
   rng = np.random.default_rng(1)
   batch = {"images": jnp.asarray(rng.integers(0, 256, (b, 32, 32, 3)), jnp.uint8),
            "label": jnp.asarray(rng.integers(0, 10, b), jnp.int32)}
 
-  def graphs(images):
-    if variant != "glomo":
-      return None
-    small = downsample(images, factor)
+  def graph_fn(small):                        # the predictor, as CifarTask runs it
     model_at = PixelGLoMo(pmodel.config, small.shape[1:3])
-    return jax.lax.stop_gradient(model_at.apply(pvars, small, method=PixelGLoMo.graphs))
+    return model_at.apply(pvars, small, method=PixelGLoMo.graphs)
+  graph_fn = graph_fn if variant == "glomo" else None
 
   def loss(params, stats, batch, key):
     del key
     logits, updates = model.apply({"params": params, "batch_stats": stats}, batch["images"],
-                                  graphs(batch["images"]), train=True,
-                                  mutable=["batch_stats"])
+                                  train=True, graph_fn=graph_fn, mutable=["batch_stats"])
     value = optax.softmax_cross_entropy_with_integer_labels(logits, batch["label"]).mean()
     return value, updates["batch_stats"]
 
-  init = lambda: model.init(jax.random.key(0), batch["images"][:1],  # noqa: E731
-                            graphs(batch["images"][:1]), train=False)
+  init = lambda: model.init(jax.random.key(0), batch["images"][:1], train=False,  # noqa: E731
+                            graph_fn=graph_fn)
   return Case(f"cifar {variant} (graphs at {32 // factor}×{32 // factor})", b, init, loss,
               make_optimizer(config.optim, 1000), batch)
 

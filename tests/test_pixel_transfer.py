@@ -5,6 +5,7 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
+from glomo_jax.images.data import downsample
 from glomo_jax.images.pixel_transfer import GLoMoResNet, PixelTransferInput, normalise
 from glomo_jax.transfer import propagated_candidates
 
@@ -72,3 +73,23 @@ def test_variants_train_and_the_graphs_get_no_gradient(glomo):
   assert np.isfinite(value)
   with pytest.raises(ValueError, match="unknown image transfer variant"):
     GLoMoResNet("pixels").init(jax.random.PRNGKey(0), x)
+
+
+def test_graphs_computed_in_chunks_equal_graphs_given_whole():
+  """graph_fn on chunks of 1 image (lax.map) = the same graphs passed in."""
+  n = (H // 2) * (W // 2)
+  rng = np.random.default_rng(4)
+  weights = rng.uniform(0, 1, (2 * L, K, n, n)).astype(np.float32)
+
+  def graph_fn(small):                       # any function of the downsampled images
+    scale = small.astype(jnp.float32).mean(axis=(1, 2, 3))[:, None, None, None, None]
+    g = jnp.tril(weights * (1 + scale / 255), -1)
+    return g / jnp.maximum(g.sum(-1, keepdims=True), 1e-9)
+  x = images(6)
+  whole = graph_fn(downsample(jnp.asarray(x), 2))
+  module = PixelTransferInput("glomo", num_layers=L, features=4, graph_downsample=2,
+                              graph_chunk=1)
+  variables = module.init(jax.random.PRNGKey(0), x, whole)
+  given = module.apply(variables, x, whole)
+  chunked = jax.jit(lambda v, x: module.apply(v, x, graph_fn=graph_fn))(variables, x)
+  np.testing.assert_allclose(chunked, given, rtol=1e-5, atol=1e-6)

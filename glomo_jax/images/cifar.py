@@ -11,8 +11,8 @@ schedule (the common CIFAR ResNet recipe; the paper gives none).
 Graphs ('glomo'): the frozen pixel predictor (`predictor_export`, loaded
 with `glomo_jax.export.load_graph_predictor`) runs inside the jitted step on
 each (flipped) batch, at the images' resolution divided by
-`graph_downsample`; nothing is cached (a 32×32 image has 24·1024² graph
-entries at L = 3, K = 4).
+`graph_downsample`, `graph_chunk` images at a time; nothing is cached (a
+32×32 image has 24·1024² graph entries at L = 3, K = 4).
 
 `run_cifar(config, workdir)` is the whole run; it writes results.json.
 """
@@ -30,7 +30,7 @@ import numpy as np
 import optax
 
 from glomo_jax.config import from_dict
-from glomo_jax.images.data import ImageSet, ImageSource, carve_validation, downsample, read_images
+from glomo_jax.images.data import ImageSet, ImageSource, carve_validation, read_images
 from glomo_jax.images.pixel_transfer import VARIANTS, GLoMoResNet
 from glomo_jax.io import write_json
 from glomo_jax.tasks.batching import ExampleBatches, batch_order, host_rows
@@ -59,6 +59,7 @@ class CifarConfig:
     predictor_export: the pixel predictor's export ('glomo').
     graph_downsample: graphs between the pixels of the images downsampled by
       this factor (1: the paper; 2: a 16×16 predictor on 32×32 images).
+    graph_chunk: images whose graphs are computed at once (memory bound).
     depth, width: the ResNet (18 / 34; width 64 = the published models).
     num_mixtures, conditioned, transfer_features: the graph transfer's.
     optim: optimiser, length, evaluations (`OptimOptions`).
@@ -72,6 +73,7 @@ class CifarConfig:
   max_train_images: int | None = None
   predictor_export: str | None = None
   graph_downsample: int = 1
+  graph_chunk: int | None = 16
   depth: int = 18
   width: int = 64
   num_mixtures: int = 2
@@ -135,7 +137,8 @@ class CifarTask(Task):
     layers = predictor.config.num_graph_layers if predictor is not None else 3
     self.model = GLoMoResNet(config.variant, config.depth, config.width, 10, layers,
                              config.num_mixtures, config.conditioned,
-                             config.transfer_features, config.graph_downsample)
+                             config.transfer_features, config.graph_downsample,
+                             config.graph_chunk)
     o = config.optim
     self.batch_size, self.eval_batch_size = o.batch_size, o.eval_batch_size or o.batch_size
     self.process = (jax.process_index(), jax.process_count())
@@ -159,16 +162,16 @@ class CifarTask(Task):
     weight = np.concatenate([np.ones(len(idx), np.float32), np.zeros(pad, np.float32)])
     return host_rows({"images": images, "label": labels, "weight": weight}, *self.process)
 
-  def _graphs(self, images):
+  def _graph_fn(self):
+    """The frozen predictor on uint8 images ('glomo'), else None."""
     if self.predictor is None or self.config.variant != "glomo":
       return None
-    small = downsample(images, self.config.graph_downsample)
-    return jax.lax.stop_gradient(self.predictor.predict(self.predictor.variables, small))
+    return lambda images: self.predictor.predict(self.predictor.variables, images)
 
   # ---- model ------------------------------------------------------------------
   def init_variables(self, rng):
     images = jnp.zeros((1, *self.image_shape, 3), jnp.uint8)
-    return self.model.init(rng, images, self._graphs(images), train=False)
+    return self.model.init(rng, images, train=False, graph_fn=self._graph_fn())
 
   def optimizer(self):
     return make_optimizer(self.config.optim, self.loop_values["num_steps"])
@@ -178,7 +181,7 @@ class CifarTask(Task):
     if train:                                     # horizontal flips, half the images
       flip = jax.random.bernoulli(rngs["augment"], 0.5, (images.shape[0],))
       images = jnp.where(flip[:, None, None, None], images[:, :, ::-1], images)
-    out = self.model.apply(variables, images, self._graphs(images), train=train,
+    out = self.model.apply(variables, images, train=train, graph_fn=self._graph_fn(),
                            mutable=["batch_stats"] if train else False)
     logits, updates = out if train else (out, None)
     losses = optax.softmax_cross_entropy_with_integer_labels(logits, batch["label"])

@@ -8,9 +8,13 @@
   logits = ResNet(x)
 
 The graphs [B, 2L, K, n, n] (n = H/f · W/f pixels in raster order, [..,
-target, source]) come from the frozen pixel predictor run on the images at
-the predictor's resolution (`PixelGraphs`); with f = 1 (the paper) the
-transfer acts on the pixels themselves. f = 2 is the CPU-scale variant: a
+target, source]) come from the frozen pixel predictor run on the images
+downsampled by f; with f = 1 (the paper) the transfer acts on the pixels
+themselves. Given the predictor as `graph_fn`, the graphs are computed and
+applied to Hs (`propagated_candidates`) `graph_chunk` images at a time
+(`lax.map`), so only [chunk, 2L, K, n, n] graphs exist at once: at 32×32
+(n = 1,024) a dense graph is 1M entries per head and layer. Hs is an input,
+so nothing needs the graphs in the backward pass. f = 2 is the CPU-scale variant: a
 predictor pretrained at 16×16 gives graphs between 16×16 pixels of the 32×32
 images, and each pixel's gated features are shared by its 2×2 block.
 
@@ -28,7 +32,7 @@ import numpy as np
 
 from glomo_jax.images.data import downsample
 from glomo_jax.images.resnet import resnet
-from glomo_jax.transfer import GraphTransfer
+from glomo_jax.transfer import GraphTransfer, propagated_candidates
 
 VARIANTS = ("baseline", "uniform", "glomo")
 # CIFAR-10 training-set channel means and standard deviations (0–1 scale)
@@ -51,10 +55,19 @@ class PixelTransferInput(nn.Module):
   features: int | None = None
   graph_downsample: int = 1
 
+  graph_chunk: int | None = None
+
   @nn.compact
-  def __call__(self, images, graphs=None) -> jax.Array:
-    """images uint8 [B, H, W, 3]; graphs [B, 2L, K, n, n] for 'glomo' ->
-    float32 [B, H, W, 3 (+ features)]."""
+  def __call__(self, images, graphs=None, graph_fn=None) -> jax.Array:
+    """Args:
+      images: uint8 [B, H, W, 3].
+      graphs: [B, 2L, K, n, n] for 'glomo', or None with `graph_fn`.
+      graph_fn: uint8 images [b, H/f, W/f, 3] -> their graphs (the frozen
+        predictor), called on chunks of `graph_chunk` images (None: all).
+
+    Returns:
+      float32 [B, H, W, 3 (+ features)].
+    """
     if self.glomo not in VARIANTS:
       raise ValueError(f"unknown image transfer variant {self.glomo!r}: {list(VARIANTS)}")
     x = normalise(images)
@@ -63,17 +76,37 @@ class PixelTransferInput(nn.Module):
     f = self.graph_downsample
     small = downsample(x, f)
     b, h, w, c = small.shape
-    if self.glomo == "glomo" and (graphs is None or graphs.shape[-1] != h * w):
+    flat = small.reshape(b, h * w, c)
+    candidates = None
+    if self.glomo == "glomo" and graph_fn is not None:
+      candidates = self._chunked_candidates(downsample(images, f), flat, graph_fn)
+    elif self.glomo == "glomo" and (graphs is None or graphs.shape[-1] != h * w):
       raise ValueError(f"'glomo' needs graphs between the {h}×{w} = {h * w} pixels of "
                        f"the images downsampled by {f}, got "
                        f"{None if graphs is None else graphs.shape}")
     out = GraphTransfer(mode="uniform" if self.glomo == "uniform" else "glomo",
                         num_layers=self.num_layers, num_mixtures=self.num_mixtures,
                         conditioned=self.conditioned, features=self.features,
-                        name="transfer")(small.reshape(b, h * w, c), graphs, None)
+                        name="transfer")(flat, graphs, None, candidates)
     gated = out[..., c:].reshape(b, h, w, -1)                      # raster t = r·w + c
     gated = jnp.repeat(jnp.repeat(gated, f, axis=1), f, axis=2)
     return jnp.concatenate([x, gated.astype(x.dtype)], axis=-1)
+
+  def _chunked_candidates(self, small_images, flat, graph_fn):
+    """(forward, backward) C_c Hs [B, C, n, 3], `graph_chunk` images at a time."""
+    b, n = flat.shape[:2]
+    chunk = self.graph_chunk or b
+    if b % chunk:
+      chunk = b                                     # e.g. a short evaluation batch
+    mask = jnp.ones((chunk, n), bool)
+
+    def one(args):
+      images, h = args
+      return propagated_candidates(graph_fn(images), h, mask, self.num_layers)
+    split = lambda a: a.reshape((b // chunk, chunk) + a.shape[1:])  # noqa: E731
+    fw, bw = jax.lax.map(one, (split(small_images), split(flat)))
+    join = lambda a: a.reshape((b,) + a.shape[2:])                # noqa: E731
+    return jax.lax.stop_gradient(join(fw)), jax.lax.stop_gradient(join(bw))
 
 
 class GLoMoResNet(nn.Module):
@@ -86,6 +119,7 @@ class GLoMoResNet(nn.Module):
     num_layers: L of the predictor ('glomo').
     num_mixtures, conditioned, features: `GraphTransfer`'s fields.
     graph_downsample: f, the factor between the images and the graphs' pixels.
+    graph_chunk: images whose graphs exist at once with a `graph_fn`.
   """
   glomo: str = "baseline"
   depth: int = 18
@@ -96,12 +130,13 @@ class GLoMoResNet(nn.Module):
   conditioned: bool = True
   features: int | None = None
   graph_downsample: int = 1
+  graph_chunk: int | None = None
 
   @nn.compact
-  def __call__(self, images, graphs=None, train: bool = False) -> jax.Array:
-    """images uint8 [B, H, W, 3]; graphs [B, 2L, K, n, n] for 'glomo' (None
-    otherwise) -> logits float32 [B, num_classes]."""
+  def __call__(self, images, graphs=None, train: bool = False, graph_fn=None) -> jax.Array:
+    """images uint8 [B, H, W, 3]; graphs [B, 2L, K, n, n] or graph_fn for
+    'glomo' (`PixelTransferInput`) -> logits float32 [B, num_classes]."""
     x = PixelTransferInput(self.glomo, self.num_layers, self.num_mixtures,
                            self.conditioned, self.features, self.graph_downsample,
-                           name="input")(images, graphs)
+                           self.graph_chunk, name="input")(images, graphs, graph_fn)
     return resnet(self.depth, self.num_classes, self.width, name="resnet")(x, train)

@@ -60,13 +60,18 @@ class GraphTransfer(nn.Module):
   features: int | None = None
 
   @nn.compact
-  def __call__(self, h, graphs, mask):
+  def __call__(self, h, graphs, mask, candidates=None):
     """Args:
       h: [B, T, d] features of the task model (embeddings or an RNN layer's
         states).
       graphs: [B, 2L, K, T, T] unit-level graphs from the frozen predictor,
-        [.., target, source] (ignored and may be None for 'uniform' / 'none').
+        [.., target, source] (ignored and may be None for 'uniform' / 'none',
+        or when `candidates` are given).
       mask: [B, T] bool or 0/1 (1 = real unit); None = all real.
+      candidates: optional (forward, backward) `propagated_candidates(graphs,
+        h, mask, L)`, computed by the caller, e.g. in chunks of the batch to
+        bound the memory of the graphs. No gradient reaches h through them:
+        for inputs such as pixels, which have none.
 
     Returns:
       [B, T, d + features] = [H ; gated] for 'glomo' / 'uniform'; h unchanged
@@ -88,10 +93,13 @@ class GraphTransfer(nn.Module):
     if self.mode == "uniform":
       hm = graph_features(uniform_graphs(mask)[:, None], h, mask)  # [B, 1, T, d]
     else:
-      if graphs is None:
+      if candidates is not None:
+        fw, bw = (jax.lax.stop_gradient(c) for c in candidates)     # [B, C, T, d]
+      elif graphs is None:
         raise ValueError("mode 'glomo' needs the predictor's graphs")
-      graphs = jax.lax.stop_gradient(jnp.asarray(graphs))
-      fw, bw = propagated_candidates(graphs, h, mask, self.num_layers)  # [B, C, T, d]
+      else:
+        graphs = jax.lax.stop_gradient(jnp.asarray(graphs))
+        fw, bw = propagated_candidates(graphs, h, mask, self.num_layers)
       mix = dict(num_mixtures=self.num_mixtures, conditioned=self.conditioned)
       hm_fw = GraphMixture(**mix, name="mixture_fw")(fw, h)      # [B, n, T, d]
       hm_bw = GraphMixture(**mix, name="mixture_bw")(bw, h)
