@@ -36,7 +36,7 @@ def get_config(arg: str = ""):
     config = ImagePretrainConfig(
         model=model, images=ImageSource("npz", ""), downsample=2, heldout_images=1000,
         batch_size=32, optimizer="adam", learning_rate=1e-3, clip_norm=1.0,
-        num_steps=5000, log_every=50, eval_every=500, eval_batches=0,
+        num_steps=4000, log_every=50, eval_every=500, eval_batches=0,
         checkpoint_every=500)
     if arg == "tiny":
       config = config.replace(
