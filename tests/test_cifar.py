@@ -1,7 +1,6 @@
 """CIFAR-10 transfer on the loop: every variant trains on a local .npz with a
 pixel predictor export, results.json, exact resume, SGD + cosine, mistakes."""
 import json
-import os
 
 import jax.numpy as jnp
 import numpy as np
@@ -73,6 +72,12 @@ def test_a_resumed_run_equals_a_straight_one(files, tmp_path):
   assert [c["train_loss"] for c in resumed["curves"]] == \
       [c["train_loss"] for c in straight["curves"]]
   assert resumed["test"] == straight["test"]
+  cosine = config.replace(optim=OptimOptions(**dict(config.optim.__dict__, steps=2,
+                                                    schedule="cosine")))
+  run_cifar(cosine, str(tmp_path / "cosine"))
+  longer = OptimOptions(**dict(cosine.optim.__dict__, steps=4))
+  with pytest.raises(ValueError, match="another config.*optim.steps"):
+    run_cifar(cosine.replace(optim=longer), str(tmp_path / "cosine"))
 
 
 def test_sgd_with_weight_decay_and_cosine_schedule():
@@ -92,7 +97,7 @@ def test_sgd_with_weight_decay_and_cosine_schedule():
 
 
 def test_mistakes_are_named(files, tmp_path):
-  path, export = files
+  path, _ = files
   with pytest.raises(ValueError, match="needs predictor_export"):
     CifarConfig(variant="glomo")
   with pytest.raises(ValueError, match="unknown variant"):
@@ -101,7 +106,8 @@ def test_mistakes_are_named(files, tmp_path):
   np.savez(unlabelled, images=np.zeros((20, 8, 8, 3), np.uint8))
   with pytest.raises(ValueError, match="has no labels"):
     run_cifar(config_for(str(unlabelled), test=None), str(tmp_path / "u"))
-  assert os.path.exists(export)
+  with pytest.raises(ValueError, match="must be labelled 8×8 images"):
+    run_cifar(config_for(path, test=ImageSource("npz", str(unlabelled))), str(tmp_path / "t"))
 
 
 @pytest.mark.parametrize("arg", ["", "cpu", "tiny"])

@@ -38,7 +38,7 @@ def test_trains_evaluates_and_resumes_exactly(tmp_path):
   heldout = straight["eval"]["heldout"]
   h = w = 4                     # right, below-left, below, below-right targets in a 4×4 image
   assert heldout["values"] == 2 * 8 * 3 * (h * (w - 1) + 2 * (h - 1) * (w - 1) + (h - 1) * w)
-  assert np.isfinite(heldout["loss"]) and heldout["bits_per_dim"] == pytest.approx(
+  assert np.isfinite(heldout["loss"]) and heldout["bits_per_value"] == pytest.approx(
       heldout["loss"] / np.log(2))
   resumed_dir = str(tmp_path / "resumed")
   first = pretrain_images(config_for(path, num_steps=2), resumed_dir)

@@ -31,6 +31,33 @@ def test_a_one_hot_graph_copies_the_pixel_above_in_raster_layout():
   np.testing.assert_array_equal(copied[:, 0], 0.0)
 
 
+def test_the_module_puts_the_copied_pixel_at_the_right_place():
+  """Through PixelTransferInput: free mixture weights on candidate 0 (G^1,
+  head 0) and a fusion that passes HM_1 (gate open, linear = identity on the
+  HM_1 block): the gated features at (r, c) are the pixel (r − 1, c)."""
+  n = H * W
+  above = np.zeros((n, n), np.float32)
+  for t in range(W, n):
+    above[t, t - W] = 1.0
+  graphs = np.broadcast_to(above, (B, 2 * L, K, n, n)).copy()
+  module = PixelTransferInput("glomo", num_layers=L, conditioned=False, features=3)
+  x = images(8)
+  variables = module.init(jax.random.PRNGKey(0), x, graphs)
+  p = jax.tree_util.tree_map(np.array, variables["params"])["transfer"]
+  for mix in ("mixture_fw", "mixture_bw"):
+    p[mix]["logits"][:] = 0.0
+    p[mix]["logits"][:, 0] = 50.0                   # every mixture = candidate 0
+  p["fusion"]["gate"]["kernel"][:] = 0.0
+  p["fusion"]["gate"]["bias"][:] = 50.0             # σ = 1
+  p["fusion"]["linear"]["kernel"][:] = 0.0
+  p["fusion"]["linear"]["kernel"][3:6] = np.eye(3)  # x = [H ; HM_fw1 ; …]: take HM_fw1
+  p["fusion"]["linear"]["bias"][:] = 0.0
+  out = np.asarray(module.apply({"params": {"transfer": p}}, x, graphs))
+  h = np.asarray(normalise(x))
+  np.testing.assert_allclose(out[:, 1:, :, 3:], h[:, :-1], rtol=1e-5, atol=1e-5)
+  np.testing.assert_allclose(out[:, 0, :, 3:], 0.0, atol=1e-5)
+
+
 def test_graphs_at_half_resolution_give_features_shared_by_2x2_blocks():
   module = PixelTransferInput("glomo", num_layers=L, features=5, graph_downsample=2)
   n = (H // 2) * (W // 2)

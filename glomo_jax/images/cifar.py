@@ -121,7 +121,16 @@ def load_cifar(config: CifarConfig) -> dict[str, ImageSet]:
     train = np.sort(rng.permutation(train)[:config.max_train_images])
   splits = {"train": data.subset(train), VALIDATION: data.subset(val)}
   if config.test is not None:
-    splits[TEST] = read_images(config.test)
+    test = read_images(config.test)
+    if test.labels is None or test.shape != data.shape:
+      raise ValueError(f"the test images {config.test.describe()} must be labelled "
+                       f"{data.shape[0]}×{data.shape[1]} images like the training ones "
+                       f"(got {test.shape[0]}×{test.shape[1]}, "
+                       f"{'no ' if test.labels is None else ''}labels)")
+    splits[TEST] = test
+  if len(splits["train"]) < config.optim.batch_size:
+    raise ValueError(f"{len(splits['train'])} training images make no batch of "
+                     f"{config.optim.batch_size}")
   return splits
 
 
@@ -132,7 +141,7 @@ class CifarTask(Task):
 
   def __init__(self, config: CifarConfig, splits: Mapping[str, ImageSet], predictor=None):
     self.config, self.splits, self.predictor = config, dict(splits), predictor
-    self.eval_splits = tuple(s for s in (VALIDATION, TEST) if s in self.splits)
+    self.eval_splits = (VALIDATION,)     # test: once, with the best variables (on_end)
     self.image_shape = self.splits["train"].shape
     layers = predictor.config.num_graph_layers if predictor is not None else 3
     self.model = GLoMoResNet(config.variant, config.depth, config.width, 10, layers,

@@ -93,19 +93,25 @@ class PixelTransferInput(nn.Module):
     return jnp.concatenate([x, gated.astype(x.dtype)], axis=-1)
 
   def _chunked_candidates(self, small_images, flat, graph_fn):
-    """(forward, backward) C_c Hs [B, C, n, 3], `graph_chunk` images at a time."""
+    """(forward, backward) C_c Hs [B, C, n, 3], `graph_chunk` images at a time
+    (the batch padded to a multiple; strided rows, so that each chunk spans
+    the batch's shards when it is split over devices)."""
     b, n = flat.shape[:2]
-    chunk = self.graph_chunk or b
-    if b % chunk:
-      chunk = b                                     # e.g. a short evaluation batch
+    chunk = min(self.graph_chunk or b, b)
+    steps = -(-b // chunk)
     mask = jnp.ones((chunk, n), bool)
 
     def one(args):
       images, h = args
       return propagated_candidates(graph_fn(images), h, mask, self.num_layers)
-    split = lambda a: a.reshape((b // chunk, chunk) + a.shape[1:])  # noqa: E731
+
+    def split(a):   # padded to steps·chunk rows; step i takes rows i, i + steps, …
+      a = jnp.pad(a, [(0, steps * chunk - b)] + [(0, 0)] * (a.ndim - 1))
+      return a.reshape((chunk, steps) + a.shape[1:]).swapaxes(0, 1)
+
+    def join(a):    # [steps, chunk, ...] -> [b, ...]
+      return a.swapaxes(0, 1).reshape((steps * chunk,) + a.shape[2:])[:b]
     fw, bw = jax.lax.map(one, (split(small_images), split(flat)))
-    join = lambda a: a.reshape((b,) + a.shape[2:])                # noqa: E731
     return jax.lax.stop_gradient(join(fw)), jax.lax.stop_gradient(join(bw))
 
 

@@ -2,7 +2,7 @@
 
 Images (`ImageSource`: TFDS ``imagenet_resized/32x32`` or an .npz file) →
 optional box downsampling → a seeded held-out subset → `PixelGLoMo`'s window
-loss; evaluation is the held-out loss per predicted channel value (nats)
+loss; evaluation is the held-out window loss per predicted channel value (nats)
 with every position decoded. `pretrain_images(config, workdir)` is the whole
 run; it resumes exactly after a kill (the loop's checkpoints, the data
 position of `ExampleBatches`) and refuses a workdir of another config. At
@@ -133,6 +133,9 @@ class PixelPretrainingTask(Task):
   def __init__(self, config: ImagePretrainConfig):
     self.config = config
     self.train_set, self.heldout_set = load_pretraining_images(config)
+    if len(self.train_set) < config.batch_size:
+      raise ValueError(f"{len(self.train_set)} training images make no batch of "
+                       f"{config.batch_size}: use more images or a smaller batch_size")
     if len(self.heldout_set) < config.batch_size:
       raise ValueError(f"{len(self.heldout_set)} held-out images make no batch of "
                        f"{config.batch_size}: raise heldout_images or lower batch_size")
@@ -182,8 +185,11 @@ class PixelPretrainingTask(Task):
     return {"loss_sum": loss * metrics["values"], "values": metrics["values"]}
 
   def evaluate(self, split: str, run_eval: RunEval) -> dict[str, float]:
-    """Held-out loss per predicted channel value (nats and bits) over the
-    first `eval_batches` full batches (0: all)."""
+    """Held-out loss per predicted channel value (nats, and bits as
+    bits_per_value) over the first `eval_batches` full batches (0: all).
+    It is the teacher-forced 3×3-window loss (a pixel is predicted from up
+    to 4 positions), not a likelihood of the image: not comparable with
+    PixelCNN bits/dim."""
     loss_sum = values = 0.0
     order = batch_order(self.heldout_set, self.config.batch_size, drop_remainder=True)
     for i, indices in enumerate(order):
@@ -193,7 +199,7 @@ class PixelPretrainingTask(Task):
       loss_sum += float(out["loss_sum"])
       values += float(out["values"])
     loss = loss_sum / max(values, 1.0)
-    return {"loss": loss, "bits_per_dim": loss / np.log(2.0), "values": values}
+    return {"loss": loss, "bits_per_value": loss / np.log(2.0), "values": values}
 
   def on_start(self, ctx: RunContext) -> None:
     record_run_config(ctx, self.config.to_dict())

@@ -86,7 +86,9 @@ class PixelConvStack(nn.Module):
   def __call__(self, x: jax.Array, mask: jax.Array | None, train: bool) -> jax.Array:
     """x: [batch, H·W, d] in raster order; mask: optional [batch, H·W] (1 = real
     pixel; others are zeroed first) -> [batch, H·W, features]; output t
-    depends only on inputs at raster positions ≤ t."""
+    depends only on inputs at raster positions ≤ t (with norm 'layer', or
+    'batch' in evaluation: in training, batch statistics are taken over
+    every pixel of the batch, as the text stacks' over every position)."""
     height, width = self.image_shape
     b, t, c = x.shape
     k = self.kernel_size

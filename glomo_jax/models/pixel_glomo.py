@@ -8,7 +8,8 @@ The text network with pixels as units, in raster order t = r·W + c:
 * per direction, the text `GraphPredictor` (its key and query CNNs replaced
   by the raster-causal `PixelConvStack`s), threshold, sparsity and
   `FeaturePredictor`, unchanged: graphs [batch, L, K, H·W, H·W], target row,
-  source column, strictly causal in raster order;
+  source column, strictly causal in raster order (up to BatchNorm's batch
+  statistics in training, as for text);
 * the context objective over the 3×3 window (`pixel_window.py`): from F^L_t the
   text `ContextDecoder` (a GRU started at F^L_t, teacher-forced with
   [0, e(p_1), e(p_2), e(p_3)]) predicts the window's future pixels

@@ -33,9 +33,13 @@ RESUMABLE_CHANGES = ("optim.steps", "optim.epochs", "optim.log_every",
 
 
 def changed_fields(old: Mapping[str, Any], new: Mapping[str, Any], prefix: str = "") -> list[str]:
-  """Dotted names of the fields whose values differ between two config dicts."""
+  """Dotted names of the fields whose values differ between two config dicts.
+  A field only `new` has is a field added to the code since `old` was
+  written; its default keeps the old behaviour, so it is not a change."""
   out = []
   for key in sorted(set(old) | set(new)):
+    if key not in old:
+      continue
     a, b = old.get(key), new.get(key)
     if isinstance(a, Mapping) and isinstance(b, Mapping):
       out += changed_fields(a, b, f"{prefix}{key}.")
@@ -50,9 +54,12 @@ def record_run_config(ctx, config: Mapping[str, Any]) -> None:
   ctx: the training loop's RunContext (in a task's on_start)."""
   path = os.path.join(ctx.workdir, CONFIG_FILE)
   now = json.loads(json.dumps(config))
+  resumable = RESUMABLE_CHANGES
+  if (now.get("optim") or {}).get("schedule") == "cosine":   # the length is the schedule's
+    resumable = tuple(k for k in resumable if k not in ("optim.steps", "optim.epochs"))
   if int(ctx.state.step) > 0 and os.path.exists(path):
     with open(path, encoding="utf-8") as f:
-      changed = [k for k in changed_fields(json.load(f), now) if k not in RESUMABLE_CHANGES]
+      changed = [k for k in changed_fields(json.load(f), now) if k not in resumable]
     if changed:
       raise ValueError(f"{ctx.workdir} holds a run of another config (changed: "
                        f"{', '.join(changed)}); rerun with its settings ({path}) or use a "

@@ -118,13 +118,10 @@ def propagated_candidates(graphs, h, mask, num_layers: int
   h = jnp.where(rows[:, 0], jnp.asarray(h, jnp.float32), 0)
   h_heads = jnp.broadcast_to(h[:, None], (batch, heads, length, dim))
 
-  @jax.checkpoint      # the backward pass recasts the graph rather than keep a copy
-  def product(g, x):                          # g [B, K, T, T] · x [B, K, T, w]
-    g = g.astype(jnp.promote_types(g.dtype, jnp.float32))
-    return jnp.einsum("bkts,bksw->bktw", g, x, precision=jax.lax.Precision.HIGHEST)
-
-  def apply(layer, x):                        # G^layer x, padding targets 0
-    return jnp.where(rows, product(graphs[:, layer], x), 0)
+  def apply(layer, x):                        # G^layer x: [B, K, T, w], padding targets 0
+    g = graphs[:, layer].astype(jnp.promote_types(graphs.dtype, jnp.float32))
+    out = jnp.einsum("bkts,bksw->bktw", g, x, precision=jax.lax.Precision.HIGHEST)
+    return jnp.where(rows, out, 0)
 
   def direction(first: int) -> jax.Array:
     product = apply(first, h_heads)                                # Λ^1 H = G^1 H

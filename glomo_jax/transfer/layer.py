@@ -15,9 +15,9 @@ Given features h [B, T, d] and a mask [B, T]:
   (`uniform_graphs`); the graphs are not read.
 * 'none': h is returned unchanged (no parameters; the graphs are not read).
 
-Padding never leaks: graph entries in padding rows or columns are zeroed,
-padding features are not propagated, and the HM rows of padding targets are
-0, so outputs at real positions do not depend on anything at padding
+Padding never leaks: graph entries in padding rows or columns are ignored
+(they must be finite: NaN·0 is NaN), padding features are not propagated,
+and the HM rows of padding targets are 0, so outputs at real positions do not depend on anything at padding
 positions (the output at a padding position still holds its own h).
 
 Cost: beyond the graphs it is given (2L·K·T² an example), the layer holds
@@ -95,6 +95,12 @@ class GraphTransfer(nn.Module):
     else:
       if candidates is not None:
         fw, bw = (jax.lax.stop_gradient(c) for c in candidates)     # [B, C, T, d]
+        count = (2 * self.num_layers - 1)
+        if fw.shape != bw.shape or fw.shape[0] != batch or fw.shape[2:] != h.shape[1:] \
+            or fw.shape[1] % count:
+          raise ValueError(f"candidates must be two [batch={batch}, (2L−1)·K, T={length}, "
+                           f"d={h.shape[-1]}] arrays with L={self.num_layers}, got "
+                           f"{fw.shape} and {bw.shape}")
       elif graphs is None:
         raise ValueError("mode 'glomo' needs the predictor's graphs")
       else:
