@@ -88,6 +88,16 @@ class TorchBatchNorm(nn.Module):
     return y.astype(self.dtype)
 
 
+def normalise(y: jax.Array, kind: str, train: bool, momentum: float, epsilon: float,
+              dtype: Any, param_dtype: Any, name: str) -> jax.Array:
+  """The conv stacks' normalisation, inside a compact module: 'batch'
+  (`TorchBatchNorm` over every axis but the last) or 'layer' (per position)."""
+  if kind == "batch":
+    return TorchBatchNorm(momentum=momentum, epsilon=epsilon, dtype=dtype,
+                          param_dtype=param_dtype, name=name)(y, train)
+  return nn.LayerNorm(epsilon=epsilon, dtype=dtype, param_dtype=param_dtype, name=name)(y)
+
+
 class CausalConvBlock(nn.Module):
   """mask → causal Conv1d → norm → ReLU on channel-last input.
 
@@ -118,13 +128,8 @@ class CausalConvBlock(nn.Module):
     # norm the authors' k−1 extra right-side outputs join the statistics.
     right = k - 1 if self.norm == "batch" else 0
     y = causal_conv1d(x.astype(self.dtype), kernel.astype(self.dtype), k - 1, right, bias)
-    if self.norm == "batch":
-      y = TorchBatchNorm(momentum=self.bn_momentum, epsilon=self.epsilon,
-                         dtype=self.dtype, param_dtype=self.param_dtype,
-                         name="norm")(y, train)
-    else:
-      y = nn.LayerNorm(epsilon=self.epsilon, dtype=self.dtype,
-                       param_dtype=self.param_dtype, name="norm")(y)
+    y = normalise(y, self.norm, train, self.bn_momentum, self.epsilon, self.dtype,
+                  self.param_dtype, "norm")
     return jax.nn.relu(y[:, :t])
 
 

@@ -27,7 +27,7 @@ import flax.linen as nn
 import jax
 import jax.numpy as jnp
 
-from glomo_jax.models.causal_conv import TorchBatchNorm
+from glomo_jax.models.causal_conv import normalise
 from glomo_jax.models.initializers import fan_in_uniform
 from glomo_jax.ops.dense import dense
 
@@ -75,12 +75,8 @@ class PixelConvStack(nn.Module):
   param_dtype: Any = jnp.float32
 
   def _norm(self, y, name, train):
-    if self.norm == "batch":
-      return TorchBatchNorm(momentum=self.bn_momentum, epsilon=self.epsilon,
-                            dtype=self.dtype, param_dtype=self.param_dtype,
-                            name=name)(y, train)
-    return nn.LayerNorm(epsilon=self.epsilon, dtype=self.dtype,
-                        param_dtype=self.param_dtype, name=name)(y)
+    return normalise(y, self.norm, train, self.bn_momentum, self.epsilon, self.dtype,
+                     self.param_dtype, name)
 
   @nn.compact
   def __call__(self, x: jax.Array, mask: jax.Array | None, train: bool) -> jax.Array:
