@@ -14,8 +14,8 @@ themselves. Given the predictor as `graph_fn`, the graphs are computed and
 applied to Hs (`propagated_candidates`) `graph_chunk` images at a time
 (`lax.map`), so only [chunk, 2L, K, n, n] graphs exist at once: at 32×32
 (n = 1,024) a dense graph is 1M entries per head and layer. Hs is an input,
-so nothing needs the graphs in the backward pass. f = 2 is the CPU-scale variant: a
-predictor pretrained at 16×16 gives graphs between 16×16 pixels of the 32×32
+so nothing needs the graphs in the backward pass. f = 2 is the CPU-scale
+variant: a predictor pretrained at 16×16 gives graphs between 16×16 pixels of the 32×32
 images, and each pixel's gated features are shared by its 2×2 block.
 
 Variants (`glomo`): 'baseline' (the ResNet on H), 'uniform' (the uniform-graph
@@ -54,7 +54,6 @@ class PixelTransferInput(nn.Module):
   conditioned: bool = True
   features: int | None = None
   graph_downsample: int = 1
-
   graph_chunk: int | None = None
 
   @nn.compact

@@ -155,8 +155,10 @@ class OptimOptions:
   schedule: str = "constant"
 
 
-OPTIMIZERS = {"adam": optax.adam, "adadelta": optax.adadelta,
-              "sgd": lambda lr, momentum: optax.sgd(lr, momentum or None, nesterov=True)}
+OPTIMIZERS = {  # name -> (learning rate or schedule, OptimOptions) -> transformation
+    "adam": lambda lr, o: optax.adam(lr),
+    "adadelta": lambda lr, o: optax.adadelta(lr),
+    "sgd": lambda lr, o: optax.sgd(lr, o.momentum or None, nesterov=True)}
 SCHEDULES = ("constant", "cosine")
 
 
@@ -172,9 +174,7 @@ def make_optimizer(o: OptimOptions, num_steps: int | None = None
     lr = optax.cosine_decay_schedule(o.learning_rate, num_steps)
   clip = [optax.clip_by_global_norm(o.clip_norm)] if o.clip_norm else []
   decay = [optax.add_decayed_weights(o.weight_decay)] if o.weight_decay else []
-  opt = (OPTIMIZERS["sgd"](lr, o.momentum) if o.optimizer == "sgd"
-         else OPTIMIZERS[o.optimizer](lr))
-  return optax.chain(*clip, *decay, opt)
+  return optax.chain(*clip, *decay, OPTIMIZERS[o.optimizer](lr, o))
 
 
 def transfer_layers(configured: int | None, predictor_layers: int | None) -> int:
