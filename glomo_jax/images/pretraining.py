@@ -143,6 +143,7 @@ class PixelPretrainingTask(Task):
     self.model = PixelGLoMo(config.model, self.image_shape)
     self.eval_model = PixelGLoMo(config.model.replace(sample_positions=0), self.image_shape)
     self.tokens_per_batch = config.batch_size * self.image_shape[0] * self.image_shape[1]
+    self.unit_name = "pixels"
     self.process = (jax.process_index(), jax.process_count())
     self.batches = ExampleBatches(self.train_set, config.batch_size,
                                   lambda idx: self._batch(self.train_set, idx),

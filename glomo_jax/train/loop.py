@@ -261,7 +261,8 @@ class _Loop:
     rates = progress.update(step) if write else progress.peek(step)
     shown = "  ".join(f"{k} {means[k]:.4f}" for k in self._shown(means)
                       if k not in ("grad_norm", "param_norm", "lr_scale"))
-    tokens = (f"  {rates['tokens_per_s']:.0f} tokens/s" if self.task.tokens_per_batch else "")
+    tokens = (f"  {rates['tokens_per_s']:.0f} {self.task.unit_name}/s"
+              if self.task.tokens_per_batch else "")
     shapes = self.train_prog.num_shapes
     logger.info("step %d/%d  %s  lr×%.3g  %.2f steps/s%s  ETA %s  (%d compiled step shape%s)",
                 step, self.config.num_steps, shown, means.get("lr_scale", 1.0),

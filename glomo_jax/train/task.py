@@ -45,13 +45,15 @@ class Task(abc.ABC):
     rng_streams: names of the per-step rngs `loss` reads (e.g. ('dropout',)).
     eval_splits: splits evaluated every `eval_every` steps and at the end; the
       loop's `select_metric` names one of their metrics as '<split>/<name>'.
-    tokens_per_batch: shown as tokens/s in the progress line (0: not shown).
+    tokens_per_batch: shown as `<unit_name>`/s in the progress line (0: not shown).
+    unit_name: what `tokens_per_batch` counts ('tokens', 'pixels').
     log_metrics: the train and evaluation metrics shown on the console (None:
       all); TensorBoard gets every one.
   """
   rng_streams: tuple[str, ...] = ("dropout",)
   eval_splits: tuple[str, ...] = ()
   tokens_per_batch: int = 0
+  unit_name: str = "tokens"
   log_metrics: tuple[str, ...] | None = None
 
   # ---- model ------------------------------------------------------------------
