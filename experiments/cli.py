@@ -12,7 +12,6 @@
 """
 from __future__ import annotations
 
-import logging
 import os
 import re
 import sys
@@ -77,21 +76,10 @@ def _parse_flags(argv: list[str]) -> list[str]:
     raise
 
 
-class _QuietLibraries(logging.Filter):
-  """Keeps orbax's per-save INFO chatter out of the console (warnings stay)."""
-
-  def filter(self, record):
-    return record.levelno >= logging.WARNING or "/orbax/" not in record.pathname
-
-
-def quiet_libraries() -> None:
-  for handler in logging.getLogger().handlers + logging.getLogger("absl").handlers:
-    handler.addFilter(_QuietLibraries())
-
-
 def run(main) -> None:
   """`absl.app.run(main)` with the behaviour of the module docstring."""
   def wrapped(argv):
+    from glomo_jax.train.console import quiet_libraries  # noqa: PLC0415
     quiet_libraries()
     try:
       return main(argv)
