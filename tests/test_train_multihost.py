@@ -1,7 +1,16 @@
-"""Two processes on 127.0.0.1 (jax.distributed, 4 fake CPU devices each, one
-global mesh of 8): a SIGTERM delivered to one process only makes both save
-the same step and exit cleanly."""
+"""Several hosts (jax.distributed), simulated by processes on 127.0.0.1 with
+fake CPU devices:
+
+* 2 processes × 4 devices (one global mesh of 8) train to the same parameters
+  as 1 process × 8 devices; killed with SIGKILL mid-run and restarted, they
+  end bit for bit where a straight run ends;
+* a SIGTERM delivered to one process only makes both save the same step and
+  exit cleanly;
+* each process reads its own rows of every global batch: over an epoch no
+  window is read twice and none is skipped.
+"""
 import os
+import random
 import re
 import signal
 import socket
@@ -9,7 +18,13 @@ import subprocess
 import sys
 import time
 
-from conftest import REPO
+import jax
+import numpy as np
+import orbax.checkpoint as ocp
+
+from conftest import REPO, assert_trees_equal
+
+STEPS = 8
 
 
 def free_port() -> int:
@@ -18,33 +33,125 @@ def free_port() -> int:
     return s.getsockname()[1]
 
 
-def test_sigterm_on_one_host_saves_the_same_step_on_every_host(tmp_path):
-  workdir, port = tmp_path / "run", free_port()
+def environment(devices: int) -> dict:
   env = {k: v for k, v in os.environ.items() if k != "GLOMO_JAX_CPU_TUNING"}
-  env.update(JAX_PLATFORMS="cpu", XLA_FLAGS="--xla_force_host_platform_device_count=4")
-  logs = [tmp_path / f"process{i}.log" for i in range(2)]
+  env.update(JAX_PLATFORMS="cpu", XLA_FLAGS=f"--xla_force_host_platform_device_count={devices}")
+  return env
+
+
+def pretrain_cmd(workdir, steps=STEPS, *extra):
+  # SGD: Adam would turn the float noise of near-zero gradients (summed in
+  # another order on another mesh) into ±learning-rate steps
+  return [sys.executable, "-m", "experiments.pretrain",
+          "--config=experiments/configs/demo.py:tiny", f"--workdir={workdir}",
+          "--config.optimizer=sgd", "--config.learning_rate=1.0",
+          f"--config.num_steps={steps}", "--config.checkpoint_every=2",
+          "--config.eval_every=5000", "--config.log_every=1", "--config.export=False",
+          "--compilation_cache_dir=", *extra]
+
+
+def start_hosts(cmd, logs, port=None):
+  """Starts cmd as process i of 2 (4 devices each); output to logs[i]."""
+  port = port or free_port()
   procs = []
-  for i in range(2):
-    cmd = [sys.executable, "-m", "experiments.pretrain",
-           "--config=experiments/configs/demo.py:tiny", f"--workdir={workdir}",
-           "--config.num_steps=2000", "--config.checkpoint_every=5000",
-           "--config.eval_every=5000", "--config.log_every=50", "--config.export=False",
-           "--compilation_cache_dir=", "--distributed",
-           f"--coordinator_address=127.0.0.1:{port}", "--num_processes=2",
-           f"--process_id={i}"]
-    with open(logs[i], "w") as log:
-      procs.append(subprocess.Popen(cmd, cwd=REPO, env=env, stdout=log,
-                                    stderr=subprocess.STDOUT))
+  for i, log in enumerate(logs):
+    with open(log, "w") as f:
+      procs.append(subprocess.Popen(
+          cmd + ["--distributed", f"--coordinator_address=127.0.0.1:{port}",
+                 "--num_processes=2", f"--process_id={i}"],
+          cwd=REPO, env=environment(4), stdout=f, stderr=subprocess.STDOUT))
+  return procs
+
+
+def wait_ok(procs, logs):
+  codes = [p.wait(timeout=600) for p in procs]
+  assert codes == [0] * len(procs), [log.read_text()[-3000:] for log in logs]
+
+
+def final_state(workdir, step=STEPS):
+  """The saved state of `step`, on this process's first device (whatever
+  mesh and hosts saved it)."""
+  path = os.path.join(workdir, "checkpoints", str(step), "state")
+  checkpointer = ocp.StandardCheckpointer()
+  device = jax.sharding.SingleDeviceSharding(jax.devices()[0])
+  target = jax.tree_util.tree_map(
+      lambda m: jax.ShapeDtypeStruct(m.shape, m.dtype, sharding=device),
+      checkpointer.metadata(path).item_metadata.tree)
+  return checkpointer.restore(path, target)
+
+
+def test_two_hosts_train_as_one_and_resume_exactly_after_a_sigkill(tmp_path):
+  one = tmp_path / "one_host"
+  out = subprocess.run(pretrain_cmd(one), cwd=REPO, env=environment(8), capture_output=True,
+                       text=True, timeout=600)
+  assert out.returncode == 0, out.stderr[-3000:]
+
+  straight, logs = tmp_path / "two_hosts", [tmp_path / f"straight{i}.log" for i in range(2)]
+  wait_ok(start_hosts(pretrain_cmd(straight), logs), logs)
+  assert "process 1 of 2, 4 local / 8 global devices" in logs[1].read_text()
+  a, b = final_state(one), final_state(straight)
+  assert int(a["step"]) == int(b["step"]) == STEPS
+  for x, y in zip(jax.tree_util.tree_leaves(a["params"]), jax.tree_util.tree_leaves(b["params"])):
+    np.testing.assert_allclose(np.asarray(x), np.asarray(y), rtol=2e-5, atol=2e-6)
+
+  # SIGKILL one process after a random checkpoint; its partner is then lost too.
+  killed, logs = tmp_path / "killed", [tmp_path / f"killed{i}.log" for i in range(2)]
+  procs = start_hosts(pretrain_cmd(killed), logs)
+  target, deadline = random.Random().randint(2, STEPS - 2), time.time() + 300
+  checkpoints = killed / "checkpoints"
+  while time.time() < deadline and all(p.poll() is None for p in procs):
+    done = [int(d) for d in os.listdir(checkpoints) if d.isdigit()] if checkpoints.exists() else []
+    if done and max(done) >= target:
+      break
+    time.sleep(0.02)
+  victim = random.Random().randrange(2)
+  procs[victim].send_signal(signal.SIGKILL)
+  procs[victim].wait()
+  procs[1 - victim].send_signal(signal.SIGKILL)
+  procs[1 - victim].wait()
+  assert procs[victim].returncode == -signal.SIGKILL, "the run ended before the kill"
+  wait_ok(start_hosts(pretrain_cmd(killed), logs), logs)
+  assert "resumed from the checkpoint at step" in logs[0].read_text()
+  assert_trees_equal(final_state(straight), final_state(killed))
+
+
+def test_sigterm_on_one_host_saves_the_same_step_on_every_host(tmp_path):
+  workdir, logs = tmp_path / "run", [tmp_path / f"process{i}.log" for i in range(2)]
+  procs = start_hosts(pretrain_cmd(workdir, 2000, "--config.log_every=50",
+                                   "--config.checkpoint_every=5000"), logs)
   deadline = time.time() + 300
   while time.time() < deadline and not all(
       re.search(r"step \d+/2000", log.read_text()) for log in logs):
     assert all(p.poll() is None for p in procs), [log.read_text()[-2000:] for log in logs]
     time.sleep(0.2)
   procs[1].send_signal(signal.SIGTERM)                    # one host's notice only
-  codes = [p.wait(timeout=300) for p in procs]
+  wait_ok(procs, logs)
   texts = [log.read_text() for log in logs]
-  assert codes == [0, 0], [t[-3000:] for t in texts]
   stopped = [re.findall(r"stopped at step (\d+) after SIGTERM", t) for t in texts]
   assert stopped[0] and stopped[0] == stopped[1], stopped
   saved = sorted(int(d) for d in os.listdir(workdir / "checkpoints") if d.isdigit())
   assert saved == [int(stopped[0][0])] and 0 < saved[0] < 2000
+
+
+def test_each_host_reads_its_own_rows_of_every_batch(tmp_path):
+  port, logs = free_port(), [tmp_path / f"data{i}.log" for i in range(2)]
+  procs = []
+  for i, log in enumerate(logs):
+    with open(log, "w") as f:
+      procs.append(subprocess.Popen(
+          [sys.executable, os.path.join(REPO, "tests", "multihost_data_worker.py"), str(port),
+           str(i), "2", str(tmp_path / "run"), str(tmp_path / f"rows{i}.npz")],
+          cwd=REPO, env=dict(environment(4), PYTHONPATH=REPO), stdout=f,
+          stderr=subprocess.STDOUT))
+  wait_ok(procs, logs)
+  host = [np.load(tmp_path / f"rows{i}.npz") for i in range(2)]
+  # per step, host 0's rows then host 1's are the global batch one process reads
+  for key in ("window_index", "tokens"):
+    joined = np.concatenate([h[key] for h in host], axis=1)
+    np.testing.assert_array_equal(joined, host[0][f"single_{key}"])
+  read = np.concatenate([h["window_index"].ravel() for h in host])
+  batch = sum(h["window_index"].shape[1] for h in host)
+  assert len(np.unique(read)) == len(read)                                # none twice
+  # none skipped, but for the remainder of the shuffled epoch (fewer than a batch)
+  assert len(read) == int(host[0]["num_windows"]) // batch * batch
+  assert read.min() >= 0 and read.max() < int(host[0]["num_windows"])
