@@ -3,10 +3,11 @@
 # Wikipedia articles of ../shared/data, then IMDB and the MNLI sample for the
 # baseline, GLoMo on embeddings and the uniform graph (MNLI: also GLoMo on the
 # RNN states), 3 seeds each (about 2.75 hours on 2 cores: pretraining 1 h at
-# 2.9 steps/s, MNLI 45 min, IMDB 55 min), and SQuAD (baseline and uniform: about
-# 1.5 hours, two runs at a time; GLoMo on embeddings needs more than 23 GiB
-# of memory at batch 32, see experiments/RESULTS.md). CPU-scale
-# task settings: see experiments/RESULTS.md. Every step resumes where it stopped.
+# 2.9 steps/s, MNLI 45 min, IMDB 55 min), SQuAD (baseline, uniform graph, GLoMo
+# on embeddings: about 30 min a run), and images: a pixel predictor pretrained
+# on Tiny ImageNet at 16×16, transferred into CIFAR-10 ResNet-18s (baseline,
+# uniform graph, GLoMo). CPU-scale task settings: see experiments/RESULTS.md.
+# Every step resumes where it stopped.
 # Usage: experiments/run_transfer_experiments.sh [DATA_DIR] [RUNS_DIR]
 set -euo pipefail
 DATA=$(realpath -m "${1:-$(dirname "$0")/../../shared/data}")
@@ -62,3 +63,15 @@ SQUAD=(--config.files.train="$DATA/squad_v1.1/squad_train-v1.1_rebuilt.json.xz"
 $PY -m experiments.transfer_grid --entry=squad --config=experiments/configs/squad.py:cpu \
     --root="$RUNS/grid/squad" --variants=baseline,uniform,embeddings --seeds=0,1,2 \
     -- "${SQUAD[@]}"
+# Images: pixel pretraining (16×16 Tiny ImageNet), the Fig. 4 drawing, then
+# CIFAR-10 (20k training images: 16,000 train / 4,000 validation)
+$PY -m experiments.pretrain_images --config=experiments/configs/images_pretrain.py:cpu \
+    --config.images.location="$DATA/tiny_imagenet32/tiny_imagenet_train32_25k.npz" \
+    --workdir="$RUNS/images_cpu"
+CIFAR_TRAIN="$DATA/cifar10/cifar10_train20k_from_jpeg.npz"
+$PY -m experiments.plot_pixel_edges --export="$RUNS/images_cpu/export" \
+    --images="$CIFAR_TRAIN" --index=7 --pixel=9,8 --downsample=2 \
+    --out="$RUNS/images_cpu/pixel_edges.png"
+$PY -m experiments.transfer_grid --entry=cifar --config=experiments/configs/cifar.py:cpu \
+    --root="$RUNS/grid/cifar" --variants=baseline,uniform,glomo --seeds=0,1,2 -- \
+    --config.train.location="$CIFAR_TRAIN" --config.predictor_export="$RUNS/images_cpu/export"
