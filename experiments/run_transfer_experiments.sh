@@ -72,6 +72,8 @@ CIFAR_TRAIN="$DATA/cifar10/cifar10_train20k_from_jpeg.npz"
 $PY -m experiments.plot_pixel_edges --export="$RUNS/images_cpu/export" \
     --images="$CIFAR_TRAIN" --index=7 --pixel=9,8 --downsample=2 \
     --out="$RUNS/images_cpu/pixel_edges.png"
+$PY -m experiments.graph_stats --export="$RUNS/images_cpu/export" --images="$CIFAR_TRAIN" \
+    --downsample=2
 $PY -m experiments.transfer_grid --entry=cifar --config=experiments/configs/cifar.py:cpu \
     --root="$RUNS/grid/cifar" --variants=baseline,uniform,glomo --seeds=0,1,2 -- \
     --config.train.location="$CIFAR_TRAIN" --config.predictor_export="$RUNS/images_cpu/export"

@@ -122,3 +122,34 @@ def test_entry_point_on_a_tiny_export(tmp_path):
   assert lines[-1].startswith("| uniform, backward | 0.000 |") and " | 0.00 | " in lines[-1]
   with pytest.raises(ValueError, match="no field 'hypothesis'"):
     statistics_table(export, str(data), "hypothesis", num=5, max_words=8)
+
+
+def test_row_health_hand_computed():
+  from glomo_jax.eval import row_health  # noqa: PLC0415
+  live = np.array([[3, 0], [2, 2], [1, 1], [0, 0]])       # [2L=4, K=2] over 4 real rows
+  h = row_health(live, 4)
+  assert h == {"empty_rows_fw1": 0.625, "dead_heads_fw1": 1.0, "empty_rows_fw2": 0.5,
+               "dead_heads_fw2": 0.0, "empty_rows_bw1": 0.75, "dead_heads_bw1": 0.0,
+               "empty_rows_bw2": 1.0, "dead_heads_bw2": 2.0}
+  with pytest.raises(ValueError, match=r"\[2L, K\]"):
+    row_health(live[:3], 4)
+
+
+def test_pretraining_eval_step_counts_the_live_rows_of_real_tokens():
+  import jax  # noqa: PLC0415
+  import jax.numpy as jnp  # noqa: PLC0415
+  import optax  # noqa: PLC0415
+  from glomo_jax import GLoMo, ModelConfig  # noqa: PLC0415
+  from glomo_jax.pretraining import GLoMoObjective  # noqa: PLC0415
+  config = ModelConfig.tiny()
+  objective = GLoMoObjective(config, 12, optax.sgd(1.0))
+  variables = objective.init_variables(jax.random.PRNGKey(0))
+  tokens = jax.random.randint(jax.random.PRNGKey(1), (3, 12), 4, config.vocab_size)
+  mask = jnp.ones((3, 12), jnp.int32).at[1, 7:].set(0)
+  out = objective.eval_step(variables, {"tokens": tokens, "mask": mask})
+  graphs = np.asarray(GLoMo(config.replace(sample_positions=0)).apply(
+      variables, tokens, mask, method=GLoMo.graphs))         # [B, 2L, K, T, T]
+  live = (graphs.sum(-1) > 0.5) & np.asarray(mask, bool)[:, None, None, :]
+  np.testing.assert_array_equal(out["live_rows"], live.sum((0, 3)))
+  assert out["real_rows"] == 31 and "graphs" not in out
+  assert 0 < np.asarray(out["live_rows"]).sum() < 31 * graphs.shape[1] * graphs.shape[2]

@@ -86,3 +86,29 @@ def uniform_reference(mask: np.ndarray) -> dict[str, dict]:
     g = allowed / np.maximum(allowed.sum(-1, keepdims=True), 1)
     out[name] = _row_stats(g, mask, allowed)
   return out
+
+
+def row_health(live_rows: np.ndarray, real_rows: float) -> dict[str, float]:
+  """Dead heads and empty rows of a predictor, per graph layer.
+
+  Args:
+    live_rows: [2L, K] rows with weight (summed over texts and target tokens),
+      forward layers first.
+    real_rows: the number of target tokens those rows were counted over.
+
+  Returns:
+    {'empty_rows_fw1': share of empty rows of forward layer 1 over its K
+    heads, 'dead_heads_fw1': heads of that layer with no live row, ...,
+    'empty_rows_bw1', ...}. The first token of a window has no source
+    forward (the last none backward), so the share is at least 1/T.
+  """
+  live_rows = np.asarray(live_rows, np.float64)
+  if live_rows.ndim != 2 or live_rows.shape[0] % 2:
+    raise ValueError(f"live_rows must be [2L, K], got {live_rows.shape}")
+  layers, heads = live_rows.shape[0] // 2, live_rows.shape[1]
+  out = {}
+  for i, row in enumerate(live_rows):
+    name = f"{'fw' if i < layers else 'bw'}{i % layers + 1}"
+    out[f"empty_rows_{name}"] = float(1 - row.sum() / max(heads * real_rows, 1))
+    out[f"dead_heads_{name}"] = float((row == 0).sum())
+  return out

@@ -53,13 +53,19 @@ class GLoMoObjective:
     return loss, metrics, updates.get("batch_stats", variables["batch_stats"])
 
   def eval_step(self, variables, batch):
-    """Loss sums (running BatchNorm statistics, every position) and, with
+    """Loss sums (running BatchNorm statistics, every position); the rows
+    with weight, 'live_rows' [2L, K] (of real target tokens, per layer and
+    head, summed over the batch) out of 'real_rows' (real tokens); and, with
     `with_graphs`, the forward graphs [B, L, K, T, T]."""
     tokens, mask = batch["tokens"], batch.get("mask")
     rngs = {name: jax.random.PRNGKey(0) for name in self.rng_streams}  # nothing is drawn
     loss, metrics = self.eval_model.apply(variables, tokens, mask, train=False, rngs=rngs)
     out = {"loss_sum": loss * metrics["tokens"], "tokens": metrics["tokens"]}
+    graphs = self.eval_model.apply(variables, tokens, mask, method=GLoMo.graphs)
+    real = (jnp.ones_like(tokens) if mask is None else mask).astype(bool)     # [B, T]
+    live = (graphs.sum(-1) > 0.5) & real[:, None, None, :]                     # [B, 2L, K, T]
+    out["live_rows"] = live.sum(axis=(0, 3)).astype(jnp.float32)
+    out["real_rows"] = real.sum().astype(jnp.float32)
     if self.with_graphs:
-      graphs = self.eval_model.apply(variables, tokens, mask, method=GLoMo.graphs)
       out["graphs"] = graphs[:, :self.model_config.num_graph_layers]
     return out

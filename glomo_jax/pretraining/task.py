@@ -25,6 +25,7 @@ from glomo_jax.data.corpus import CorpusError, iter_documents
 from glomo_jax.data.synthetic import vocabulary as synthetic_vocabulary
 from glomo_jax.data.tokenizer import train_tokenizer, train_word_tokenizer
 from glomo_jax.eval.arcs import ArcAccumulator
+from glomo_jax.eval.graph_stats import row_health
 from glomo_jax.pretraining.config import PretrainConfig
 from glomo_jax.pretraining.objective import GLoMoObjective
 from glomo_jax.train import loop
@@ -130,9 +131,11 @@ class PretrainingTask(GLoMoObjective, Task):
 
   # ---- evaluation -------------------------------------------------------------
   def evaluate(self, split: str, run_eval: RunEval) -> dict[str, Any]:
-    """Held-out loss per predicted token (and arc scores on the built-in
-    corpus) over the first `eval_batches` batches (0: all)."""
-    loss_sum = tokens = 0.0
+    """Held-out loss per predicted token, the empty rows and dead heads of
+    each graph layer (`glomo_jax.eval.row_health`), and arc scores on the
+    built-in corpus, over the first `eval_batches` batches (0: all)."""
+    loss_sum = tokens = real_rows = 0.0
+    live_rows = 0
     arcs = ArcAccumulator()
     for i, batch in enumerate(self.data.eval_iterator()):
       if self.config.eval_batches and i >= self.config.eval_batches:
@@ -141,10 +144,14 @@ class PretrainingTask(GLoMoObjective, Task):
                       "mask": batch["mask"].astype(np.int32)})
       loss_sum += float(out["loss_sum"])
       tokens += float(out["tokens"])
+      live_rows = live_rows + np.asarray(out["live_rows"])
+      real_rows += float(out["real_rows"])
       if self.has_arcs:
         arcs.add(out["graphs"],
                  multihost_utils.process_allgather(batch["arc_source"], tiled=True))
     result = {"loss": loss_sum / max(tokens, 1.0), "tokens": tokens}
+    if real_rows:
+      result.update(row_health(live_rows, real_rows))
     if self.has_arcs:
       result.update({f"arc_{k}": v for k, v in arcs.result().items()})
     return result
