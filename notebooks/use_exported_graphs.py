@@ -5,6 +5,8 @@
 #     text_representation:
 #       extension: .py
 #       format_name: percent
+#       format_version: '1.3'
+#       jupytext_version: 1.19.6
 #   kernelspec:
 #     display_name: Python 3
 #     language: python
@@ -118,7 +120,7 @@ print(f"train {train[0].shape[0]} sentences, graphs {train[3].shape} "
 #
 # `GraphTransfer` mixes the predictor's graphs G^l and their products Λ^l,
 # applies the mixtures to your features H and returns `[H; gate ⊙ HM]`;
-# `mode='uniform'` (every word reads the mean of the earlier words) and
+# `mode='uniform'` (every word reads the mean of all the words) and
 # `mode='none'` (H unchanged) are the controls.
 
 # %%
