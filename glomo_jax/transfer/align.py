@@ -17,7 +17,9 @@ piece row of u sums to 1 with all its weight on units, step 4 changes nothing:
 the row of a 2-piece word is then the mean of its two piece rows, with the
 columns of each word summed. Units without pieces have zero rows and columns.
 
-`word_graphs` runs the whole path for lists of words. Length: the predictor is
+`word_graphs` runs the whole path for lists of words (joined by spaces);
+`text_graphs` for raw texts, each piece going to the unit that holds its
+characters (`unit_of_piece_from_spans`). Length: the predictor is
 convolutional (causal CNNs, no position embeddings) plus attention over all
 earlier positions, so it runs at any length, including sequences longer than
 its pretraining windows; by default no piece is cut (memory grows as P²).
@@ -115,30 +117,99 @@ def encode_word_lists(tokenizer, word_lists: Sequence[Sequence[str]], max_words:
     tokens int32 [B, P] (pad id after the pieces), piece_mask bool [B, P],
     unit_of_piece int32 [B, P] (−1 for padding), word_mask bool [B, W].
   """
-  if max_words < 1:
-    raise ValueError(f"max_words must be >= 1, got {max_words}")
-  if max_pieces is not None and max_pieces < 1:
-    raise ValueError(f"max_pieces must be >= 1, got {max_pieces}")
   encoded = []
   for words in word_lists:
     words = list(words)[:max_words]
     ids, starts = tokenizer.encode_words(words)
-    n = len(ids) if max_pieces is None else min(len(ids), max_pieces)
-    encoded.append((ids[:n], starts, len(words)))
+    encoded.append((ids, piece_to_unit(starts, len(ids)), len(words)))
+  return _pad_batch(encoded, tokenizer.pad_id, max_words, max_pieces, pad_multiple)
+
+
+def unit_of_piece_from_spans(text: str, piece_spans, unit_spans) -> np.ndarray:
+  """The unit of each piece of a text, by characters.
+
+  A piece belongs to the unit whose characters hold its first non-space
+  character; a piece of whitespace only (a lone "▁" before a character
+  SentencePiece splits off) belongs to the unit holding the character just
+  after it. Pieces in no unit (text the units leave out) get −1.
+
+  Args:
+    text: the text the pieces were encoded from.
+    piece_spans: int [P, 2], each piece's [start, end) characters
+      (`Tokenizer.encode_with_spans`).
+    unit_spans: int [U, 2], each unit's [start, end) characters, disjoint;
+      (−1, −1) for a unit with no characters.
+
+  Returns:
+    int32 [P] in [−1, U).
+  """
+  piece_spans = np.asarray(piece_spans, np.int64).reshape(-1, 2)
+  unit_spans = np.asarray(unit_spans, np.int64).reshape(-1, 2)
+  position = piece_spans[:, 1].copy()
+  for p, (start, end) in enumerate(piece_spans):
+    stripped = len(text[start:end]) - len(text[start:end].lstrip())
+    if start + stripped < end:
+      position[p] = start + stripped
+  inside = (unit_spans[None, :, 0] <= position[:, None]) & \
+      (position[:, None] < unit_spans[None, :, 1])                 # [P, U]
+  return np.where(inside.any(axis=1), np.argmax(inside, axis=1), -1).astype(np.int32)
+
+
+def encode_texts(tokenizer, texts: Sequence[str], unit_spans: Sequence, max_units: int,
+                 *, max_pieces: int | None = None, pad_multiple: int = 16
+                 ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+  """Pieces of a batch of raw texts, each piece assigned to a unit by characters.
+
+  The predictor reads each text as written (case, spacing and punctuation
+  kept, as in its pretraining); `unit_of_piece_from_spans` maps the pieces
+  to the caller's units (e.g. a treebank's or a task's words).
+
+  Args:
+    tokenizer: a `glomo_jax.data.tokenizer.Tokenizer`.
+    texts: B raw texts.
+    unit_spans: B int arrays [U_b, 2] of the units' [start, end) characters;
+      units beyond `max_units` are dropped (their pieces get −1).
+    max_units: W.
+    max_pieces, pad_multiple: see `encode_word_lists`.
+
+  Returns:
+    tokens int32 [B, P], piece_mask bool [B, P], unit_of_piece int32 [B, P]
+    (−1 for padding and for pieces in no kept unit), unit_mask bool [B, W].
+  """
+  if len(texts) != len(unit_spans):
+    raise ValueError(f"{len(texts)} texts but {len(unit_spans)} unit span lists")
+  encoded = []
+  for text, spans, (ids, piece_spans) in zip(texts, unit_spans,
+                                              tokenizer.encode_with_spans(texts)):
+    spans = np.asarray(spans, np.int64).reshape(-1, 2)[:max_units]
+    encoded.append((ids, unit_of_piece_from_spans(text, piece_spans, spans), len(spans)))
+  return _pad_batch(encoded, tokenizer.pad_id, max_units, max_pieces, pad_multiple)
+
+
+def _pad_batch(encoded, pad_id: int, max_units: int, max_pieces: int | None,
+               pad_multiple: int):
+  """[(ids [P_b], unit_of_piece [P_b], num_units)] -> padded arrays (see
+  `encode_word_lists`)."""
+  if max_units < 1:
+    raise ValueError(f"max_words must be >= 1, got {max_units}")
+  if max_pieces is not None and max_pieces < 1:
+    raise ValueError(f"max_pieces must be >= 1, got {max_pieces}")
   if not encoded:
     raise ValueError("word_graphs needs at least one example")
-  length = round_up(max(1, max(len(ids) for ids, _, _ in encoded)), pad_multiple)
+  cut = [len(ids) if max_pieces is None else min(len(ids), max_pieces)
+         for ids, _, _ in encoded]
+  length = round_up(max(1, max(cut)), pad_multiple)
   batch = len(encoded)
-  tokens = np.full((batch, length), tokenizer.pad_id, np.int32)
+  tokens = np.full((batch, length), pad_id, np.int32)
   piece_mask = np.zeros((batch, length), bool)
   unit = np.full((batch, length), -1, np.int32)
-  word_mask = np.zeros((batch, max_words), bool)
-  for b, (ids, starts, num_words) in enumerate(encoded):
-    tokens[b, :len(ids)] = ids
-    piece_mask[b, :len(ids)] = True
-    unit[b, :len(ids)] = piece_to_unit(starts, len(ids))
-    word_mask[b, :num_words] = True
-  return tokens, piece_mask, unit, word_mask
+  unit_mask = np.zeros((batch, max_units), bool)
+  for b, ((ids, units, num_units), n) in enumerate(zip(encoded, cut)):
+    tokens[b, :n] = ids[:n]
+    piece_mask[b, :n] = True
+    unit[b, :n] = units[:n]
+    unit_mask[b, :num_units] = True
+  return tokens, piece_mask, unit, unit_mask
 
 
 def word_graphs(predictor, tokenizer, word_lists: Sequence[Sequence[str]],
@@ -168,6 +239,32 @@ def word_graphs(predictor, tokenizer, word_lists: Sequence[Sequence[str]],
     columns of padding words are 0), and mask bool [B, W] (True for the
     example's first min(len, W) words).
   """
+  tokenizer = _checked_tokenizer(predictor, tokenizer)
+  arrays = encode_word_lists(tokenizer, word_lists, max_words, max_pieces=max_pieces,
+                             pad_multiple=pad_multiple)
+  return _unit_graphs(predictor, arrays, max_words, self_loops)
+
+
+def text_graphs(predictor, tokenizer, texts: Sequence[str], unit_spans: Sequence,
+                max_units: int, *, max_pieces: int | None = None,
+                self_loops: bool = True, pad_multiple: int = 16
+                ) -> tuple[np.ndarray, np.ndarray]:
+  """Unit-level graphs of raw texts: `word_graphs`, but the predictor reads
+  each text as written and its pieces go to units by characters
+  (`encode_texts`).
+
+  Returns:
+    graphs float32 numpy [B, 2L, K, W, W] ([.., target unit, source unit])
+    and mask bool [B, W], as `word_graphs`; units without pieces have zero
+    rows and columns.
+  """
+  tokenizer = _checked_tokenizer(predictor, tokenizer)
+  arrays = encode_texts(tokenizer, texts, unit_spans, max_units, max_pieces=max_pieces,
+                        pad_multiple=pad_multiple)
+  return _unit_graphs(predictor, arrays, max_units, self_loops)
+
+
+def _checked_tokenizer(predictor, tokenizer):
   if tokenizer is None:
     tokenizer = getattr(predictor, "tokenizer", None)
   if tokenizer is None:
@@ -176,10 +273,11 @@ def word_graphs(predictor, tokenizer, word_lists: Sequence[Sequence[str]],
   if recorded is not None and recorded != tokenizer.fingerprint:
     raise ValueError(f"vocabulary mismatch: the predictor was exported with tokenizer "
                      f"{recorded}, got {tokenizer.fingerprint}")
-  tokens, piece_mask, unit, word_mask = encode_word_lists(
-      tokenizer, word_lists, max_words, max_pieces=max_pieces,
-      pad_multiple=pad_multiple)
+  return tokenizer
+
+
+def _unit_graphs(predictor, arrays, num_units: int, self_loops: bool):
+  tokens, piece_mask, unit, unit_mask = arrays
   graphs = predictor.predict(predictor.variables, tokens, piece_mask)
-  words = _align_jit(graphs, jnp.asarray(unit), num_units=max_words,
-                     self_loops=self_loops)
-  return np.asarray(jax.device_get(words), dtype=np.float32), word_mask
+  units = _align_jit(graphs, jnp.asarray(unit), num_units=num_units, self_loops=self_loops)
+  return np.asarray(jax.device_get(units), dtype=np.float32), unit_mask
