@@ -1,0 +1,138 @@
+r"""Where graph transfer should help most: accuracy against training-set size on
+the built-in language, whose dependency arcs are known.
+
+  python -m experiments.data_efficiency --export=runs/demo/export \
+      --root=runs/data_efficiency --parallel=2
+
+Trains the agreement task (experiments/configs/agreement.py: does every verb
+agree with its subject?) on `--sizes` training sentences, for every variant
+(`--variants`: baseline, uniform graph, GLoMo on embeddings) and seed, each
+for the same number of optimiser steps (`--steps`; the epochs follow from the
+size), with the best validation checkpoint tested on the same 1,000 test
+sentences. Runs go through `experiments.transfer_grid` (ROOT/nSIZE/VARIANT_sSEED,
+resumable: a finished run is not repeated). Writes ROOT/curve.md (test
+accuracy, mean ± sample std over seeds, per size and variant) and
+ROOT/curve.png (the learning curves). Arguments after `--` go to every run.
+The predictor must be pretrained on the synthetic configuration the task
+reads (`experiments.demo` is: 3,000 documents, seed 0).
+"""
+from __future__ import annotations
+
+import json
+import os
+import statistics
+
+from absl import flags
+
+from experiments import cli
+
+_EXPORT = flags.DEFINE_string("export", None, "Export of the predictor (synthetic language).")
+_ROOT = flags.DEFINE_string("root", None, "Directory of the runs and the curve.")
+_SIZES = flags.DEFINE_list("sizes", ["250", "500", "1000", "2000", "4000", "8000"],
+                           "Training sentences.")
+_VARIANTS = flags.DEFINE_list("variants", ["baseline", "uniform", "embeddings"], "Variants.")
+_SEEDS = flags.DEFINE_list("seeds", ["0", "1", "2"], "Seeds (config.seed).")
+_STEPS = flags.DEFINE_integer("steps", 1000, "Optimiser steps of every run.")
+_PARALLEL = flags.DEFINE_integer("parallel", 1, "Runs at once, one CPU core each.")
+_PRESET = flags.DEFINE_string("preset", "", "Preset of experiments/configs/agreement.py.")
+flags.mark_flags_as_required(["export", "root"])
+
+CONFIG = os.path.join("experiments", "configs", "agreement.py")
+LABELS = {"baseline": "baseline (no graph)", "uniform": "uniform graph",
+          "embeddings": "GLoMo on embeddings", "rnn": "GLoMo on RNN states"}
+
+
+def size_arguments(size: int, steps: int, batch_size: int, export: str) -> list[str]:
+  """The config overrides of one size: `steps` steps of `batch_size`."""
+  if size < 1 or steps < 1:
+    raise ValueError(f"sizes and --steps must be positive, got {size} and {steps}")
+  return [f"--config.synthetic.train={size}",
+          f"--config.optim.epochs={steps * batch_size / size!r}",
+          f"--config.predictor_export={export}"]
+
+
+def collect(root: str, sizes, variants) -> dict:
+  """{size: {variant: [test accuracy in % per seed]}} of the finished runs."""
+  out = {}
+  for size in sizes:
+    out[size] = {}
+    for variant in variants:
+      found = []
+      folder = os.path.join(root, f"n{size}")
+      for name in sorted(os.listdir(folder)) if os.path.isdir(folder) else []:
+        path = os.path.join(folder, name, "results.json")
+        if name.startswith(f"{variant}_s") and os.path.exists(path):
+          with open(path, encoding="utf-8") as f:
+            found.append(100 * json.load(f)["test"])
+      out[size][variant] = found
+  return out
+
+
+def _cell(values: list[float]) -> str:
+  if not values:
+    return "–"
+  each = ", ".join(f"{v:.1f}" for v in values)
+  if len(values) == 1:
+    return each
+  return f"{statistics.fmean(values):.1f} ± {statistics.stdev(values):.1f} ({each})"
+
+
+def curve_table(results: dict, variants, steps: int) -> str:
+  lines = ["| training sentences | " + " | ".join(LABELS.get(v, v) for v in variants) + " |",
+           "|---|" + "---|" * len(variants)]
+  for size, row in results.items():
+    lines.append(f"| {size} | " + " | ".join(_cell(row[v]) for v in variants) + " |")
+  return "\n".join(lines) + (
+      f"\n\nTest accuracy in % (1,000 sentences, chance 50), mean ± sample std over "
+      f"seeds (each seed in brackets); every run {steps} steps, best validation checkpoint.\n")
+
+
+def plot_curve(results: dict, variants, path: str) -> str:
+  import matplotlib  # noqa: PLC0415
+  matplotlib.use("Agg")
+  import matplotlib.pyplot as plt  # noqa: PLC0415
+  figure, axis = plt.subplots(figsize=(6, 4))
+  for variant in variants:
+    points = [(size, row[variant]) for size, row in results.items() if row[variant]]
+    if not points:
+      continue
+    axis.errorbar([s for s, _ in points], [statistics.fmean(v) for _, v in points],
+                  yerr=[statistics.stdev(v) if len(v) > 1 else 0 for _, v in points],
+                  marker="o", capsize=3, label=LABELS.get(variant, variant))
+  axis.set_xscale("log")
+  axis.set_xlabel("training sentences")
+  axis.set_ylabel("test accuracy (%)")
+  axis.axhline(50, color="grey", linewidth=0.5)
+  axis.legend()
+  axis.set_title("Agreement on the built-in language")
+  figure.tight_layout()
+  figure.savefig(path, dpi=120)
+  plt.close(figure)
+  return path
+
+
+def main(argv):
+  from experiments.configs import agreement  # noqa: PLC0415
+  from experiments.grid import run_grid  # noqa: PLC0415
+  extra = list(argv[1:])
+  root = _ROOT.value
+  if not os.path.isdir(_EXPORT.value):
+    raise ValueError(f"--export={_EXPORT.value} is not a directory: pretrain one with "
+                     "python -m experiments.demo")
+  sizes = [int(s) for s in _SIZES.value]
+  batch_size = agreement.get_config(_PRESET.value).optim.batch_size
+  config = CONFIG + (f":{_PRESET.value}" if _PRESET.value else "")
+  for size in sizes:
+    run_grid(config, os.path.join(root, f"n{size}"), _VARIANTS.value, _SEEDS.value,
+             _PARALLEL.value,
+             size_arguments(size, _STEPS.value, batch_size, _EXPORT.value) + extra)
+  results = collect(root, sizes, _VARIANTS.value)
+  text = curve_table(results, _VARIANTS.value, _STEPS.value)
+  with open(os.path.join(root, "curve.md"), "w", encoding="utf-8") as f:
+    f.write(text)
+  print(text)
+  print(f"learning curves: {plot_curve(results, _VARIANTS.value, os.path.join(root, 'curve.png'))}")
+
+
+if __name__ == "__main__":
+  cli.run(main)

@@ -1,0 +1,131 @@
+"""Running a config for several variants and seeds, and tabulating them
+(`experiments.transfer_grid`, `experiments.data_efficiency`); no flags here.
+
+Every run is `python -m experiments.ENTRY --config=CONFIG --config.variant=V
+--config.seed=S --workdir=ROOT/V_sS` plus extra arguments
+(`predictor_export` is dropped for variants that read no graphs). A run
+whose results.json exists is not repeated. With parallel > 1, runs are
+pinned one per CPU core (taskset) with one XLA thread.
+"""
+from __future__ import annotations
+
+import json
+import os
+import shlex
+import statistics
+import subprocess
+import sys
+import time
+
+GRAPH_VARIANTS = ("embeddings", "rnn", "glomo")      # text tasks and SQuAD; CIFAR
+ACCURACIES = ("validation_accuracy", "test", "matched", "mismatched")
+
+
+def metrics(result: dict) -> dict[str, float]:
+  """A results.json's scores in percent: accuracies (transfer) or EM / F1
+  of validation and dev (SQuAD)."""
+  if "validation_accuracy" in result:
+    return {m.replace("_accuracy", ""): 100 * result[m] for m in ACCURACIES
+            if result.get(m) is not None}
+  return {f"{split} {short}": result[split][name] for split in ("validation", "dev")
+          if result.get(split) for short, name in (("EM", "exact_match"), ("F1", "f1"))}
+
+
+def run_command(config: str, variant: str, seed: str, workdir: str,
+                extra: list[str], entry: str = "transfer") -> list[str]:
+  args = [a for a in extra
+          if variant in GRAPH_VARIANTS or not a.startswith("--config.predictor_export")]
+  return [sys.executable, "-m", f"experiments.{entry}", f"--config={config}",
+          f"--config.variant={variant}", f"--config.seed={seed}",
+          f"--workdir={workdir}"] + args
+
+
+def _pinned_env(core: int | None) -> dict:
+  """The environment of a run; pinned runs get one XLA (Eigen) thread."""
+  from glomo_jax.tuning import ONE_CORE_XLA_FLAGS  # noqa: PLC0415
+  env = dict(os.environ)
+  if core is not None:
+    env["XLA_FLAGS"] = (env.get("XLA_FLAGS", "") + " " + ONE_CORE_XLA_FLAGS).strip()
+  return env
+
+
+def run_grid(config: str, root: str, variants, seeds, parallel: int,
+             extra: list[str], entry: str = "transfer") -> None:
+  todo = []
+  for variant in variants:
+    for seed in seeds:
+      workdir = os.path.join(root, f"{variant}_s{seed}")
+      if os.path.exists(os.path.join(workdir, "results.json")):
+        print(f"done already: {workdir}")
+        continue
+      todo.append((run_command(config, variant, seed, workdir, extra, entry), workdir))
+  cores = list(range(os.cpu_count() or 1))
+  running = []          # (process, core, workdir, log file)
+  failed = []
+  while todo or running:
+    while todo and len(running) < max(1, parallel):
+      busy = {r[1] for r in running}
+      core = next((c for c in cores if c not in busy), None) if parallel > 1 else None
+      cmd, workdir = todo.pop(0)
+      if core is not None:
+        cmd = ["taskset", "-c", str(core)] + cmd
+      os.makedirs(workdir, exist_ok=True)
+      log = open(os.path.join(workdir, "log.txt"), "w", encoding="utf-8")
+      where = "" if core is None else f" (core {core})"
+      print(f"[{time.strftime('%H:%M:%S')}] start{where}: "
+            + " ".join(shlex.quote(c) for c in cmd), flush=True)
+      proc = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT,
+                              env=_pinned_env(core))
+      running.append((proc, core, workdir, log))
+    time.sleep(2)
+    for item in list(running):
+      proc, _, workdir, log = item
+      if proc.poll() is None:
+        continue
+      log.close()
+      running.remove(item)
+      ok = proc.returncode == 0
+      print(f"[{time.strftime('%H:%M:%S')}] {'done' if ok else 'FAILED'}: {workdir}",
+            flush=True)
+      if not ok:
+        failed.append(workdir)
+  if failed:
+    raise SystemExit(f"{len(failed)} run(s) failed; see log.txt in {failed}")
+
+
+def _mean_std(values: list[float]) -> str:
+  if not values:
+    return "–"
+  if len(values) == 1:
+    return f"{values[0]:.2f}"
+  return f"{statistics.fmean(values):.2f} ± {statistics.stdev(values):.2f}"
+
+
+def table(config: str, root: str, variants, extra: list[str], entry: str = "transfer") -> str:
+  results, columns = {}, []
+  for variant in variants:
+    found = []
+    for name in sorted(os.listdir(root)) if os.path.isdir(root) else []:
+      path = os.path.join(root, name, "results.json")
+      if name.startswith(f"{variant}_s") and os.path.exists(path):
+        with open(path, encoding="utf-8") as f:
+          found.append(json.load(f))
+    results[variant] = found
+    for r in found:
+      columns += [m for m in metrics(r) if m not in columns]
+  head = ["variant", "seeds"] + columns + [
+      "train time / run (min)", "command (add --config.seed=S --workdir=DIR)"]
+  lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
+  for variant, found in results.items():
+    if not found:
+      continue
+    cells = [variant, ",".join(str(r["seed"]) for r in found)]
+    for c in columns:
+      cells.append(_mean_std([metrics(r)[c] for r in found if c in metrics(r)]))
+    cells.append(f"{statistics.fmean(r['train_time_s'] for r in found) / 60:.1f}")
+    cmd = [a for a in run_command(config, variant, "S", "DIR", extra, entry)[1:]
+           if a not in ("--config.seed=S", "--workdir=DIR")]
+    cells.append("`python " + " ".join(shlex.quote(c) for c in cmd) + "`")
+    lines.append("| " + " | ".join(cells) + " |")
+  what = "exact match and F1" if entry == "squad" else "accuracy"
+  return "\n".join(lines) + f"\n\nIn %: {what}, mean ± sample std over seeds.\n"
