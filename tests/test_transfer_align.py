@@ -23,7 +23,7 @@ def test_two_piece_word_row_is_the_mean_and_columns_are_summed():
   rng = np.random.default_rng(0)
   g = normalised(rng, (1, 1, 4, 4))                 # rows are distributions
   unit = np.array([[0, 0, 1, 2]])                   # word 0 = pieces 0, 1
-  out = np.asarray(align_graphs(g, unit, 3))
+  out = np.asarray(align_graphs(g, unit, 3, self_loops=True))
   assert out.shape == (1, 1, 3, 3)
   r = g[0, 0]
   def pooled(row):
@@ -40,7 +40,7 @@ def test_weight_outside_units_is_dropped_and_rows_renormalised():
   g[0, 3] = [1.0, 0.0, 0.0, 0.0]                    # a piece in no unit: no row
   g[0, 1] = [0.0, 0.0, 0.0, 1.0]                    # all of it outside the units
   unit = np.array([[0, 0, 1, -1]])
-  out = np.asarray(align_graphs(g, unit, 4))
+  out = np.asarray(align_graphs(g, unit, 4, self_loops=True))
   np.testing.assert_allclose(out[0, 1], [0.4 / 0.7, 0.3 / 0.7, 0, 0], rtol=1e-6)
   # unit 0 = mean(row 0 = 0, row 1 = all outside) -> nothing left: a zero row
   np.testing.assert_array_equal(out[0, 0], 0.0)
@@ -49,14 +49,14 @@ def test_weight_outside_units_is_dropped_and_rows_renormalised():
   np.testing.assert_array_equal(out[0, :, 2:], 0.0)
 
 
-def test_self_loops_can_be_dropped():
+def test_self_loops_are_dropped_by_default():
   g = np.zeros((1, 3, 3), np.float32)
   g[0, 1] = [1.0, 0.0, 0.0]                         # piece 1 reads piece 0: same word
   g[0, 2] = [0.5, 0.25, 0.25]
   unit = np.array([[0, 0, 1]])
-  kept = np.asarray(align_graphs(g, unit, 2))
+  kept = np.asarray(align_graphs(g, unit, 2, self_loops=True))
   np.testing.assert_allclose(kept[0], [[1.0, 0.0], [0.75, 0.25]], rtol=1e-6)
-  dropped = np.asarray(align_graphs(g, unit, 2, self_loops=False))
+  dropped = np.asarray(align_graphs(g, unit, 2))
   np.testing.assert_allclose(dropped[0], [[0.0, 0.0], [1.0, 0.0]], rtol=1e-6)
 
 
@@ -65,13 +65,13 @@ def test_rows_remain_distributions_with_leading_axes():
   g = normalised(rng, (2, 3, 2, 7, 7))
   g[:, :, :, 0] = 0.0                               # some all-zero rows
   unit = np.array([[0, 0, 1, 1, 1, 2, -1], [0, 1, 1, 3, 3, 3, 3]])
-  out = np.asarray(align_graphs(g, unit, 5))
+  out = np.asarray(align_graphs(g, unit, 5, self_loops=True))
   assert out.shape == (2, 3, 2, 5, 5)
   sums = out.sum(-1)
   assert np.all((np.abs(sums - 1) < 1e-5) | (sums == 0))
   assert np.all(out >= 0)
   # leading axes are independent: slice by slice gives the same
-  single = np.asarray(align_graphs(g[:, 1, 0], unit, 5))
+  single = np.asarray(align_graphs(g[:, 1, 0], unit, 5, self_loops=True))
   np.testing.assert_allclose(out[:, 1, 0], single, rtol=1e-6)
   # example 1: unit 2 has no pieces, unit 4 does not exist -> zero rows
   np.testing.assert_array_equal(sums[1, ..., [2, 4]], 0.0)

@@ -120,3 +120,37 @@ def test_bad_inputs_are_rejected(data):
     GraphTransfer(num_layers=3).init(jax.random.PRNGKey(0), h, graphs, mask)
   with pytest.raises(ValueError, match="needs the predictor"):
     GraphTransfer(num_layers=L).init(jax.random.PRNGKey(0), h, None, mask)
+
+
+def test_dropout_follows_the_authors(data):
+  """Dropout (train=True) touches only the mixture weights' and the gate's
+  inputs, with one mask per example and feature shared over positions; H in
+  the output stays clean, and without train the rate changes nothing."""
+  h, graphs, mask = data
+  plain = GraphTransfer(num_layers=L, num_mixtures=2, features=5)
+  dropped = GraphTransfer(num_layers=L, num_mixtures=2, features=5, dropout_rate=0.5)
+  variables = plain.init(jax.random.PRNGKey(0), h, graphs, mask)
+  rngs = {"dropout": jax.random.PRNGKey(3)}
+  np.testing.assert_array_equal(dropped.apply(variables, h, graphs, mask),
+                                plain.apply(variables, h, graphs, mask))
+  out = dropped.apply(variables, h, graphs, mask, train=True, rngs=rngs)
+  np.testing.assert_array_equal(out[..., :D], h)
+  assert not np.allclose(out, plain.apply(variables, h, graphs, mask))
+
+  # locked masks: features constant over positions give outputs constant
+  # over positions (an i.i.d. mask per position would not)
+  constant = np.broadcast_to(h[:, :1], h.shape)
+  uniform = GraphTransfer(mode="uniform", features=5, dropout_rate=0.5)
+  uv = uniform.init(jax.random.PRNGKey(0), constant, None, None)
+  gated = uniform.apply(uv, constant, None, None, train=True, rngs=rngs)[..., D:]
+  np.testing.assert_allclose(gated, np.broadcast_to(gated[:, :1], gated.shape), rtol=1e-6)
+  assert not np.allclose(gated, uniform.apply(uv, constant, None, None)[..., D:])
+  mixture = GraphMixture(2, dropout_rate=0.5)
+  candidates = np.ones((B, 3, T, D), np.float32)
+  mv = mixture.init(jax.random.PRNGKey(1), candidates, constant)
+  _, weights = mixture.apply(mv, candidates, constant, return_weights=True,
+                             deterministic=False, rngs=rngs)
+  np.testing.assert_allclose(weights, np.broadcast_to(weights[:, :, :1], weights.shape),
+                             rtol=1e-6)
+  _, clean = mixture.apply(mv, candidates, constant, return_weights=True)
+  assert not np.allclose(weights[:, 0], clean[:, 0])

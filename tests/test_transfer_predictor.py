@@ -39,7 +39,7 @@ def predictor(tmp_path_factory):
   return load_graph_predictor(path)
 
 
-def reference_word_graphs(predictor, word_lists, max_words):
+def reference_word_graphs(predictor, word_lists, max_words, self_loops=False):
   """Piece graphs from predict, pooled to words with explicit loops."""
   tok = predictor.tokenizer
   tokens, piece_mask, unit, word_mask = encode_word_lists(tok, word_lists, max_words)
@@ -53,7 +53,8 @@ def reference_word_graphs(predictor, word_lists, max_words):
         continue
       row = pieces[b, :, :, rows].mean(0)                      # [2L, K, P]
       for v in range(max_words):
-        out[b, :, :, u, v] = row[..., unit[b] == v].sum(-1)
+        if v != u or self_loops:
+          out[b, :, :, u, v] = row[..., unit[b] == v].sum(-1)
   total = out.sum(-1, keepdims=True)
   return np.where(total > 0, out / np.where(total > 0, total, 1), 0), word_mask
 
@@ -68,6 +69,10 @@ def test_word_graphs_follow_the_alignment_rule(predictor):
   expected, expected_mask = reference_word_graphs(predictor, words, W)
   np.testing.assert_array_equal(mask, expected_mask)
   np.testing.assert_allclose(graphs, expected, rtol=1e-5, atol=1e-6)
+  with_loops, _ = word_graphs(predictor, None, words, W, self_loops=True)
+  np.testing.assert_allclose(with_loops, reference_word_graphs(predictor, words, W, True)[0],
+                             rtol=1e-5, atol=1e-6)
+  assert np.trace(with_loops, axis1=-2, axis2=-1).max() > 0.01
   # several pieces per word really happen, and every head has weight
   _, _, unit, _ = encode_word_lists(predictor.tokenizer, words, W)
   assert np.bincount(unit[0][unit[0] >= 0]).max() > 1
@@ -77,10 +82,10 @@ def test_word_graphs_follow_the_alignment_rule(predictor):
   pad = ~mask
   assert np.all(graphs.transpose(0, 3, 1, 2, 4)[pad] == 0)     # padding rows
   assert np.all(graphs.transpose(0, 4, 1, 2, 3)[pad] == 0)     # padding columns
-  # forward layers read earlier (or the same) words, backward later (or same)
+  # forward layers read earlier words, backward later ones (no diagonal)
   L = c.num_graph_layers
-  assert np.all(np.triu(graphs[:, :L], 1) == 0)
-  assert np.all(np.tril(graphs[:, L:], -1) == 0)
+  assert np.all(np.triu(graphs[:, :L]) == 0)
+  assert np.all(np.tril(graphs[:, L:]) == 0)
 
 
 def test_long_input_runs_and_is_causal(predictor):

@@ -96,8 +96,9 @@ class Answerer:
       from glomo_jax.transfer.align import word_graphs  # noqa: PLC0415
       for field, texts in (("context", [paragraph.words]), ("question", [words])):
         length = batch[field].shape[1]
-        batch[field + "_graphs"] = word_graphs(self.predictor, None,
-                                               [t[:length] for t in texts], length)[0]
+        batch[field + "_graphs"] = word_graphs(
+            self.predictor, None, [t[:length] for t in texts], length,
+            self_loops=self.config.graph_self_loops)[0]
     return batch
 
   def answer(self, passage: str, question: str) -> Answer:

@@ -68,8 +68,8 @@ class SquadConfig:
     max_span: most words in a predicted answer (document-qa 17).
     model: the reader's fields.
     variant: 'baseline', 'embeddings', 'rnn' or 'uniform'.
-    predictor_export, graph_cache_dir, graph_cache_dtype, graph_batch_size:
-      the graph source (as in TransferConfig); graphs are computed per
+    predictor_export, graph_cache_dir, graph_cache_dtype, graph_batch_size,
+      graph_self_loops: the graph source (as in TransferConfig); graphs are computed per
       paragraph and per question. graphs_on_the_fly: no disk cache; each
       batch's graphs are computed by the predictor (each of its paragraphs once).
     optim: optimiser and training length.
@@ -98,6 +98,7 @@ class SquadConfig:
   graph_cache_dir: str | None = None
   graph_cache_dtype: str = "float16"
   graph_batch_size: int = 8
+  graph_self_loops: bool = False
   graphs_on_the_fly: bool = False
   optim: OptimOptions = OptimOptions()
   seed: int = 0

@@ -161,11 +161,11 @@ class SquadReader(nn.Module):
     transfer = None if self.glomo == "none" else layers.graph_transfer(
         "uniform" if self.glomo == "uniform" else "glomo", num_layers=self.transfer_layers,
         num_mixtures=self.num_mixtures, conditioned=self.conditioned,
-        features=self.transfer_features, name="transfer")
+        features=self.transfer_features, dropout_rate=self.dropout_rate, name="transfer")
 
     def transferred(x):  # one transfer, called on each text at its own length
-      return pair(transfer(x[:batch, :tc], graphs[0], cm),
-                  transfer(x[batch:, :tq], graphs[1], qm)) * f2
+      return pair(transfer(x[:batch, :tc], graphs[0], cm, train=train),
+                  transfer(x[batch:, :tq], graphs[1], qm, train=train)) * f2
 
     words = layers.WordEmbedding(self.vocab_size, self.embed_dim, self.embedding_init,
                                  freeze=True, name="embed")(pair(context, question))

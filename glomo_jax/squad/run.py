@@ -113,7 +113,7 @@ def squad_graphs(root: str, predictor, splits: dict[str, SquadSplit], config: Sq
     return OnTheFlyGraphs(predictor, {
         name: {"context": [p.words for p in split.paragraphs],
                "question": [q.words for q in split.questions]}
-        for name, split in splits.items()})
+        for name, split in splits.items()}, self_loops=config.graph_self_loops)
   caches = {}
   for name, split in splits.items():
     caches[name] = {}
@@ -123,7 +123,8 @@ def squad_graphs(root: str, predictor, splits: dict[str, SquadSplit], config: Sq
       longest = max(1, max(map(len, texts), default=1))
       caches[name][field] = cached_word_graphs(
           root, predictor, texts, min(longest, cap) if cap else longest,
-          dtype=config.graph_cache_dtype, batch_size=config.graph_batch_size)
+          dtype=config.graph_cache_dtype, batch_size=config.graph_batch_size,
+          self_loops=config.graph_self_loops)
   return TaskGraphs(caches)
 
 

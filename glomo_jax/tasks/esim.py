@@ -27,7 +27,10 @@ with their own graphs and one shared `GraphTransfer`:
   BiLSTM then reads the fused states [B, T, 4H + F] so that ā stays 2H wide.
   (The alignment therefore uses the second layer's states.)
 * 'uniform': the uniform-graph ablation on the embeddings.
-Graphs are inputs (no gradient reaches the predictor).
+Graphs are inputs (no gradient reaches the predictor). The transfer reads
+clean features and its output is dropped where the embeddings would be; its
+own locked dropout (same rate) covers the mixture weights' and the gate's
+inputs, as in the authors' code.
 
 Premise and hypothesis share every layer before the alignment and after it,
 so the two sentences are padded to max(Ta, Tb) and run as one batch of 2B
@@ -146,7 +149,7 @@ class ESIM(nn.Module):
           "uniform" if self.glomo == "uniform" else "glomo",
           num_layers=self.transfer_layers, num_mixtures=self.num_mixtures,
           conditioned=self.conditioned, features=self.transfer_features,
-          name="transfer")
+          dropout_rate=self.dropout_rate, name="transfer")
 
     batch, ta, tb = premise.shape[0], premise.shape[1], hypothesis.shape[1]
     length = max(ta, tb)
@@ -159,14 +162,16 @@ class ESIM(nn.Module):
 
     embed = layers.WordEmbedding(self.vocab_size, self.embed_dim, self.embedding_init,
                                  self.freeze_embeddings, name="embed")
-    x = drop(embed(pair(premise, hypothesis))) * f2      # [2B, T, E]
+    x = embed(pair(premise, hypothesis)) * f2            # [2B, T, E]
     if self.glomo in ("embeddings", "uniform"):
-      x = transfer(x, g2, m2) * f2
+      x = transfer(x, g2, m2, train=train)               # clean features in
+    x = drop(x) * f2
 
     # input encoding
     x = layers.BiRNN(self.hidden, "lstm", name="encoder")(x, m2)
     if self.glomo == "rnn":
-      x = layers.BiRNN(self.hidden, "lstm", name="encoder_2")(transfer(x, g2, m2) * f2, m2)
+      x = layers.BiRNN(self.hidden, "lstm", name="encoder_2")(
+          transfer(x, g2, m2, train=train) * f2, m2)
     a_bar, b_bar = x[:batch, :ta], x[batch:, :tb]
 
     # local inference

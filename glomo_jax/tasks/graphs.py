@@ -82,10 +82,12 @@ class OnTheFlyGraphs:
   Args:
     predictor: a loaded `ExportedGraphPredictor`.
     texts: {split: {field: word lists}}: what the batches' indices point into.
+    self_loops: see `glomo_jax.transfer.align_graphs`.
   """
 
-  def __init__(self, predictor, texts: Mapping[str, Mapping[str, Sequence[Sequence[str]]]]):
-    self.predictor, self.texts = predictor, texts
+  def __init__(self, predictor, texts: Mapping[str, Mapping[str, Sequence[Sequence[str]]]],
+               self_loops: bool = False):
+    self.predictor, self.texts, self.self_loops = predictor, texts, self_loops
     config = predictor.config
     self.graph_prefix = (2 * config.num_graph_layers, config.num_heads)
 
@@ -101,5 +103,6 @@ class OnTheFlyGraphs:
       rows = self.texts[split][field]
       unique, first, inverse = np.unique(index[real], return_index=True, return_inverse=True)
       words = [list(rows[i])[:int(lengths[real][j])] for i, j in zip(unique, first)]
-      out[real] = word_graphs(self.predictor, None, words, length)[0][inverse.reshape(-1)]
+      out[real] = word_graphs(self.predictor, None, words, length,
+                              self_loops=self.self_loops)[0][inverse.reshape(-1)]
     return out

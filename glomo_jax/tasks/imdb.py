@@ -25,7 +25,11 @@ Graphs are inputs ([B, 2L, K, W, W], word-level, from
 `glomo_jax.transfer.align.word_graphs`): no gradient reaches the predictor.
 
 Dropout (`dropout_rate`) is applied to the embeddings, to each BiGRU's
-output, inside the self-attention and before the classifier.
+output, inside the self-attention and before the classifier. The graph
+transfer reads clean features, as the authors' does: its output [e ; gated]
+is dropped where e alone would be, and inside it the same rate drops, with
+locked masks, only the inputs of the mixture weights and of the gate
+(`glomo_jax.transfer.layer`).
 """
 from __future__ import annotations
 
@@ -84,7 +88,8 @@ class IMDBClassifier(nn.Module):
     return layers.graph_transfer(mode, num_layers=self.transfer_layers,
                                  num_mixtures=self.num_mixtures,
                                  conditioned=self.conditioned,
-                                 features=self.transfer_features, name="transfer")
+                                 features=self.transfer_features,
+                                 dropout_rate=self.dropout_rate, name="transfer")
 
   @nn.compact
   def __call__(self, text: jax.Array, text_mask: jax.Array,
@@ -113,17 +118,17 @@ class IMDBClassifier(nn.Module):
 
     x = layers.WordEmbedding(self.vocab_size, self.embed_dim, self.embedding_init,
                              self.freeze_embeddings, name="embed")(text)
-    x = drop(x) * fmask
     if self.glomo == "embeddings":
-      x = self._transfer("glomo")(x, text_graphs, mask) * fmask
+      x = self._transfer("glomo")(x, text_graphs, mask, train=train)
     elif self.glomo == "uniform":
-      x = self._transfer("uniform")(x, None, mask) * fmask
+      x = self._transfer("uniform")(x, None, mask, train=train)
+    x = drop(x) * fmask
 
     for layer in range(self.num_rnn_layers()):
       x = layers.BiRNN(self.hidden, "gru", name=f"rnn_{layer}")(x, mask)
-      x = drop(x)
       if layer == 0 and self.glomo == "rnn":
-        x = self._transfer("glomo")(x, text_graphs, mask) * fmask
+        x = self._transfer("glomo")(x, text_graphs, mask, train=train) * fmask
+      x = drop(x)
 
     h = nn.relu(nn.Dense(self.hidden, name="linear")(x)) * fmask
     h = layers.SelfAttention(dropout_rate=self.dropout_rate, name="self_attention")(

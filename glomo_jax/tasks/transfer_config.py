@@ -234,7 +234,9 @@ class TransferConfig:
     predictor_export: a `glomo_jax.export` directory ('embeddings' / 'rnn').
     graph_cache_dir: where the word-graph caches go (None: <workdir>/graph_cache).
     graph_cache_dtype: 'float16' or 'float32'. graph_batch_size: predictor
-      batch while building the cache.
+      batch while building the cache. graph_self_loops: keep the weight
+      between pieces of one word on the word graphs' diagonal (default: no
+      diagonal, as the authors' word graphs; `transfer.align_graphs`).
     optim: optimiser and training length.
     seed: initialisation, dropout and shuffling.
     mesh_data: data-parallel devices (-1: all).
@@ -260,6 +262,7 @@ class TransferConfig:
   graph_cache_dir: str | None = None
   graph_cache_dtype: str = "float16"
   graph_batch_size: int = 32
+  graph_self_loops: bool = False
   optim: OptimOptions = OptimOptions()
   seed: int = 0
   mesh_data: int = -1

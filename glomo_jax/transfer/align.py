@@ -7,15 +7,18 @@ unit-level graphs [.., U_target, U_source]:
 1. target rows: the row of unit u is the mean of the rows of u's pieces;
 2. source columns: the weights on the pieces of each unit are summed;
 3. weight on pieces outside every unit (unit −1: padding, or pieces the
-   caller leaves out) is dropped, and weight between pieces of the same unit
-   lands on the diagonal (u → u; dropped too with ``self_loops=False``);
+   caller leaves out) is dropped, and so, by default, is weight between
+   pieces of the same unit: the unit graphs are strictly causal, without a
+   diagonal, as the authors' word graphs are (``self_loops=True`` keeps it
+   on the diagonal, u → u);
 4. each row is renormalised to sum to 1; a row with no weight left stays 0.
 
-So unit rows are distributions over units exactly where the predictor's rows
-are (its rows sum to 1, or to 0 when no source survives), and where every
-piece row of u sums to 1 with all its weight on units, step 4 changes nothing:
-the row of a 2-piece word is then the mean of its two piece rows, with the
-columns of each word summed. Units without pieces have zero rows and columns.
+So unit rows are distributions over other units (or 0 when no weight
+survives), and where every piece row of u sums to 1 with all its weight on
+other units, step 4 changes nothing: the row of a 2-piece word is then the
+mean of its two piece rows, with the columns of each word summed. Units
+without pieces have zero rows and columns; the first unit's forward row (and
+the last one's backward row) is 0, as at piece level.
 
 `word_graphs` runs the whole path for lists of words (joined by spaces);
 `text_graphs` for raw texts, each piece going to the unit that holds its
@@ -59,7 +62,7 @@ def piece_to_unit(word_start, num_pieces: int) -> np.ndarray:
 
 
 def align_graphs(graphs, unit_of_piece, num_units: int, *,
-                 self_loops: bool = True) -> jax.Array:
+                 self_loops: bool = False) -> jax.Array:
   """Piece-level graphs -> unit-level graphs (rule: module docstring).
 
   Args:
@@ -67,7 +70,8 @@ def align_graphs(graphs, unit_of_piece, num_units: int, *,
     unit_of_piece: int [B, P]: the unit of each piece in [0, num_units), or −1
       for pieces in no unit (padding).
     num_units: U.
-    self_loops: keep weight between pieces of the same unit (on the diagonal).
+    self_loops: keep weight between pieces of the same unit (on the
+      diagonal); default False: no diagonal, as the authors' word graphs.
 
   Returns:
     [B, ..., U_target, U_source], dtype of graphs (at least float32); each row
@@ -214,7 +218,7 @@ def _pad_batch(encoded, pad_id: int, max_units: int, max_pieces: int | None,
 
 def word_graphs(predictor, tokenizer, word_lists: Sequence[Sequence[str]],
                 max_words: int, *, max_pieces: int | None = None,
-                self_loops: bool = True, pad_multiple: int = 16
+                self_loops: bool = False, pad_multiple: int = 16
                 ) -> tuple[np.ndarray, np.ndarray]:
   """Word-level graphs of a batch of word lists from an exported predictor.
 
@@ -247,7 +251,7 @@ def word_graphs(predictor, tokenizer, word_lists: Sequence[Sequence[str]],
 
 def text_graphs(predictor, tokenizer, texts: Sequence[str], unit_spans: Sequence,
                 max_units: int, *, max_pieces: int | None = None,
-                self_loops: bool = True, pad_multiple: int = 16
+                self_loops: bool = False, pad_multiple: int = 16
                 ) -> tuple[np.ndarray, np.ndarray]:
   """Unit-level graphs of raw texts: `word_graphs`, but the predictor reads
   each text as written and its pieces go to units by characters

@@ -155,7 +155,7 @@ class WordGraphCache:
 def cached_word_graphs(root: str, predictor, word_lists: Sequence[Sequence[str]],
                        max_words: int, *, tokenizer=None, batch_size: int = 32,
                        dtype: str = "float16", max_pieces: int | None = None,
-                       self_loops: bool = True) -> WordGraphCache:
+                       self_loops: bool = False) -> WordGraphCache:
   """Opens the cache of this (export, dataset, options), building it if absent.
 
   Args:

@@ -7,7 +7,9 @@ Given features H [B, T, d] and graphs M_1 … M_n ([B, n, T_target, T_source]):
   gated   = (W1 x + b1) ⊙ σ(W2 x + b2)              (width `features`, default d)
   output  = [H ; gated]                             (width d + features)
 
-The authors' ``GateLayer`` (SQuAD code, ``gate_fuse 2``). `GatedFusion`
+The authors' ``GateLayer`` (SQuAD code, ``gate_fuse 2``), whose input x
+they drop with ``LockedDropout`` (`dropout_rate`: one mask per example and
+feature, shared over positions; the H in the output stays clean). `GatedFusion`
 takes HM already computed: by `graph_features` from graphs, or, in
 `GraphTransfer`, by mixing the candidates applied to H (which never forms a
 [T, T] matrix per candidate). Padding: with a mask, `graph_features` drops
@@ -54,16 +56,19 @@ class GatedFusion(nn.Module):
 
   Attributes:
     features: width of the gated part; None = the width d of H.
+    dropout_rate: locked dropout on x (module docstring).
 
   Parameters: 'linear' (W1, b1) and 'gate' (W2, b2), kernels [d·(n+1), features].
   """
   features: int | None = None
+  dropout_rate: float = 0.0
 
   @nn.compact
-  def __call__(self, h, hm):
+  def __call__(self, h, hm, deterministic: bool = True):
     """Args:
       h: [B, T, d].
       hm: [B, n, T, d], HM_1 … HM_n (e.g. `graph_features(graphs, h, mask)`).
+      deterministic: no dropout (else a 'dropout' rng is needed).
 
     Returns:
       [B, T, d + features]: H, then the gated part.
@@ -76,6 +81,7 @@ class GatedFusion(nn.Module):
     batch, n, length, dim = hm.shape
     x = jnp.concatenate(
         [h, hm.transpose(0, 2, 1, 3).reshape(batch, length, n * dim)], axis=-1)
+    x = nn.Dropout(self.dropout_rate, broadcast_dims=(1,))(x, deterministic)
     width = self.features or h.shape[-1]
     gate = nn.sigmoid(nn.Dense(width, name="gate")(x))
     gated = nn.Dense(width, name="linear")(x) * gate

@@ -25,8 +25,12 @@ C_c h, B·2·(2L−1)·K·T·d floats, and does one [T, T]·[T, d] product per g
 and candidate; no [T, T] candidate matrix is formed (forming them, as
 `graph_candidates` does, is O(T³) and took 20 GB for a batch of 32 SQuAD
 passages of 832 words).
-No dropout is applied here; apply it to h before the call if wanted (the
-authors drop out the features before the mixture logits and the gate).
+Dropout follows the authors' code (`dropout_rate`, with ``train=True``):
+H and HM come from the clean h, and locked dropout (one mask per example and
+feature, shared over positions) is applied only to the input of each
+mixture's weights and to the gate's input [H ; HM]. The H in the output is
+clean: the task model drops the output as it would drop h (the authors' next
+RNN does).
 """
 from __future__ import annotations
 
@@ -52,15 +56,17 @@ class GraphTransfer(nn.Module):
     conditioned: mixture weights from h per target position (authors' default)
       or free softmax parameters.
     features: width of the gated part (default: the input width d).
+    dropout_rate: see the module docstring (authors: the model's rate).
   """
   mode: str = "glomo"
   num_layers: int = 3
   num_mixtures: int = 2
   conditioned: bool = True
   features: int | None = None
+  dropout_rate: float = 0.0
 
   @nn.compact
-  def __call__(self, h, graphs, mask, candidates=None):
+  def __call__(self, h, graphs, mask, candidates=None, train: bool = False):
     """Args:
       h: [B, T, d] features of the task model (embeddings or an RNN layer's
         states).
@@ -72,6 +78,7 @@ class GraphTransfer(nn.Module):
         h, mask, L)`, computed by the caller, e.g. in chunks of the batch to
         bound the memory of the graphs. No gradient reaches h through them:
         for inputs such as pixels, which have none.
+      train: dropout on (needs a 'dropout' rng when dropout_rate > 0).
 
     Returns:
       [B, T, d + features] = [H ; gated] for 'glomo' / 'uniform'; h unchanged
@@ -106,9 +113,11 @@ class GraphTransfer(nn.Module):
       else:
         graphs = jax.lax.stop_gradient(jnp.asarray(graphs))
         fw, bw = propagated_candidates(graphs, h, mask, self.num_layers)
-      mix = dict(num_mixtures=self.num_mixtures, conditioned=self.conditioned)
-      hm_fw = GraphMixture(**mix, name="mixture_fw")(fw, h)      # [B, n, T, d]
-      hm_bw = GraphMixture(**mix, name="mixture_bw")(bw, h)
+      mix = dict(num_mixtures=self.num_mixtures, conditioned=self.conditioned,
+                 dropout_rate=self.dropout_rate)
+      hm_fw = GraphMixture(**mix, name="mixture_fw")(fw, h, deterministic=not train)
+      hm_bw = GraphMixture(**mix, name="mixture_bw")(bw, h, deterministic=not train)
       hm = jnp.stack([hm_fw, hm_bw], axis=2).reshape(
           batch, 2 * self.num_mixtures, length, h.shape[-1])
-    return GatedFusion(self.features, name="fusion")(h, hm)
+    return GatedFusion(self.features, self.dropout_rate, name="fusion")(
+        h, hm, deterministic=not train)

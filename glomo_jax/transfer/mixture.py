@@ -14,6 +14,12 @@ H·M_n by it, which is the same). The weights are
 Parameters: 'logits' (Dense kernel [d, n·C] + bias, conditioned; or [n, C]
 free) and 'scale' [n]. The weights are computed in float32.
 
+Dropout (`dropout_rate`, when not deterministic; needs a 'dropout' rng): as
+the authors' ``LockedDropout`` before each mixture's logit layer, h_t is
+dropped with one mask per example, feature and mixture, shared over the
+positions t. Only the weights see it; the candidates are applied to clean
+features.
+
 The mixture is linear in each target row, so it can mix the candidates
 themselves ([B, C, T_target, T_source] → M) or the candidates already applied
 to features (C_c H, [B, C, T_target, d] → M_n H, `propagated_candidates`):
@@ -34,12 +40,16 @@ class GraphMixture(nn.Module):
     num_mixtures: mixtures n computed from the same candidates.
     conditioned: weights from the features of each target position (True) or
       free softmax parameters (False).
+    dropout_rate: locked dropout on the features the weights are computed
+      from (module docstring).
   """
   num_mixtures: int = 2
   conditioned: bool = True
+  dropout_rate: float = 0.0
 
   @nn.compact
-  def __call__(self, candidates, features=None, return_weights: bool = False):
+  def __call__(self, candidates, features=None, return_weights: bool = False,
+               deterministic: bool = True):
     """Mixtures of the candidates.
 
     Args:
@@ -47,6 +57,7 @@ class GraphMixture(nn.Module):
         candidates applied to features (X = d); rows are target positions.
       features: [B, T, d], needed when conditioned (ignored otherwise).
       return_weights: also return the softmax weights.
+      deterministic: no dropout.
 
     Returns:
       M [B, num_mixtures, T_target, X] (float32 or wider), and with
@@ -64,8 +75,14 @@ class GraphMixture(nn.Module):
         raise ValueError(f"conditioned mixture weights need features [batch={batch}, "
                          f"T={length}, d], got "
                          f"{None if features is None else features.shape}")
-      logits = nn.Dense(n * count, name="logits")(features)        # [B, T, n·C]
-      logits = logits.reshape(batch, length, n, count).transpose(0, 2, 1, 3)
+      dense = nn.Dense(n * count, name="logits")
+      if deterministic or not self.dropout_rate:
+        logits = dense(features).reshape(batch, length, n, count).transpose(0, 2, 1, 3)
+      else:   # mixture i's logits from its own dropped copy of the features
+        copies = jnp.broadcast_to(features[:, None], (batch, n) + features.shape[1:])
+        copies = nn.Dropout(self.dropout_rate, broadcast_dims=(2,))(copies, False)
+        logits = dense(copies).reshape(batch, n, length, n, count)   # [B, n, T, n, C]
+        logits = jnp.stack([logits[:, i, :, i] for i in range(n)], axis=1)
     else:
       logits = self.param("logits", nn.initializers.zeros, (n, count), jnp.float32)
       logits = jnp.broadcast_to(logits[None, :, None, :], (batch, n, length, count))
