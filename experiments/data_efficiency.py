@@ -14,7 +14,11 @@ resumable: a finished run is not repeated). Writes ROOT/curve.md (test
 accuracy, mean ± sample std over seeds, per size and variant) and
 ROOT/curve.png (the learning curves). Arguments after `--` go to every run.
 The predictor must be pretrained on the synthetic configuration the task
-reads (`experiments.demo` is: 3,000 documents, seed 0).
+reads (`experiments.demo` is: 3,000 documents, seed 0). With `--arcs`
+(default on), one more row: GLoMo on embeddings fed the planted arcs
+themselves as graphs (`graph_source='arcs'`, ROOT/nSIZE/arcs/), the best a
+predictor could give, which separates a weak predictor from a transfer path
+that cannot use even perfect graphs.
 """
 from __future__ import annotations
 
@@ -28,26 +32,30 @@ from experiments import cli
 
 _EXPORT = flags.DEFINE_string("export", None, "Export of the predictor (synthetic language).")
 _ROOT = flags.DEFINE_string("root", None, "Directory of the runs and the curve.")
-_SIZES = flags.DEFINE_list("sizes", ["250", "500", "1000", "2000", "4000", "8000"],
+_SIZES = flags.DEFINE_list("sizes", ["500", "1000", "2000", "4000", "8000"],
                            "Training sentences.")
 _VARIANTS = flags.DEFINE_list("variants", ["baseline", "uniform", "embeddings"], "Variants.")
 _SEEDS = flags.DEFINE_list("seeds", ["0", "1", "2"], "Seeds (config.seed).")
 _STEPS = flags.DEFINE_integer("steps", 1000, "Optimiser steps of every run.")
 _PARALLEL = flags.DEFINE_integer("parallel", 1, "Runs at once, one CPU core each.")
 _PRESET = flags.DEFINE_string("preset", "", "Preset of experiments/configs/agreement.py.")
+_ARCS = flags.DEFINE_bool("arcs", True, "Also GLoMo on embeddings with the planted arcs as "
+                          "graphs (the oracle).")
 flags.mark_flags_as_required(["export", "root"])
 
 CONFIG = os.path.join("experiments", "configs", "agreement.py")
+ARCS = "arcs"          # the oracle row: variant embeddings, graph_source arcs
 LABELS = {"baseline": "baseline (no graph)", "uniform": "uniform graph",
-          "embeddings": "GLoMo on embeddings", "rnn": "GLoMo on RNN states"}
+          "embeddings": "GLoMo on embeddings", "rnn": "GLoMo on RNN states",
+          ARCS: "planted arcs as graphs (oracle)"}
 
 
-def size_arguments(size: int, steps: int, batch_size: int, export: str) -> list[str]:
-  """The config overrides of one size: `steps` steps of `batch_size`."""
+def size_arguments(size: int, steps: int, export: str) -> list[str]:
+  """The config overrides of one size (`steps` optimiser steps, whatever the
+  number of epochs that makes)."""
   if size < 1 or steps < 1:
     raise ValueError(f"sizes and --steps must be positive, got {size} and {steps}")
-  return [f"--config.synthetic.train={size}",
-          f"--config.optim.epochs={steps * batch_size / size!r}",
+  return [f"--config.synthetic.train={size}", f"--config.optim.steps={steps}",
           f"--config.predictor_export={export}"]
 
 
@@ -58,10 +66,12 @@ def collect(root: str, sizes, variants) -> dict:
     out[size] = {}
     for variant in variants:
       found = []
-      folder = os.path.join(root, f"n{size}")
+      folder = os.path.join(root, f"n{size}", ARCS) if variant == ARCS else \
+          os.path.join(root, f"n{size}")
+      prefix = "embeddings" if variant == ARCS else variant
       for name in sorted(os.listdir(folder)) if os.path.isdir(folder) else []:
         path = os.path.join(folder, name, "results.json")
-        if name.startswith(f"{variant}_s") and os.path.exists(path):
+        if name.startswith(f"{prefix}_s") and os.path.exists(path):
           with open(path, encoding="utf-8") as f:
             found.append(100 * json.load(f)["test"])
       out[size][variant] = found
@@ -112,7 +122,6 @@ def plot_curve(results: dict, variants, path: str) -> str:
 
 
 def main(argv):
-  from experiments.configs import agreement  # noqa: PLC0415
   from experiments.grid import run_grid  # noqa: PLC0415
   extra = list(argv[1:])
   root = _ROOT.value
@@ -120,18 +129,21 @@ def main(argv):
     raise ValueError(f"--export={_EXPORT.value} is not a directory: pretrain one with "
                      "python -m experiments.demo")
   sizes = [int(s) for s in _SIZES.value]
-  batch_size = agreement.get_config(_PRESET.value).optim.batch_size
   config = CONFIG + (f":{_PRESET.value}" if _PRESET.value else "")
+  variants = list(_VARIANTS.value) + ([ARCS] if _ARCS.value else [])
   for size in sizes:
+    arguments = size_arguments(size, _STEPS.value, _EXPORT.value) + extra
     run_grid(config, os.path.join(root, f"n{size}"), _VARIANTS.value, _SEEDS.value,
-             _PARALLEL.value,
-             size_arguments(size, _STEPS.value, batch_size, _EXPORT.value) + extra)
-  results = collect(root, sizes, _VARIANTS.value)
-  text = curve_table(results, _VARIANTS.value, _STEPS.value)
+             _PARALLEL.value, arguments)
+    if _ARCS.value:
+      run_grid(config, os.path.join(root, f"n{size}", ARCS), ["embeddings"], _SEEDS.value,
+               _PARALLEL.value, arguments + ["--config.graph_source=arcs"])
+  results = collect(root, sizes, variants)
+  text = curve_table(results, variants, _STEPS.value)
   with open(os.path.join(root, "curve.md"), "w", encoding="utf-8") as f:
     f.write(text)
   print(text)
-  print(f"learning curves: {plot_curve(results, _VARIANTS.value, os.path.join(root, 'curve.png'))}")
+  print(f"learning curves: {plot_curve(results, variants, os.path.join(root, 'curve.png'))}")
 
 
 if __name__ == "__main__":

@@ -127,6 +127,29 @@ def test_agreement_task_with_and_without_graphs(tmp_path, tiny_export):
     assert results["examples"] == {"train": 64, "validation": 32, "test": 32}
     assert 0 <= results["test"] <= 1 and "note" not in results
     assert (results["predictor"] is None) == (variant == "baseline")
+  # the oracle: the planted arcs as graphs, no predictor
+  config = agreement_config.get_config("tiny")
+  config.variant, config.graph_source = "embeddings", "arcs"
+  results = run(config, tmp_path / "arcs")
+  assert results["graph_source"] == "arcs" and results["predictor"] is None
+
+
+def test_data_efficiency_curve_runs_sizes_and_the_oracle(tmp_path, tiny_export):
+  root = tmp_path / "curve"
+  cmd = [sys.executable, "-m", "experiments.data_efficiency", f"--export={tiny_export}",
+         f"--root={root}", "--sizes=16,32", "--seeds=0", "--variants=baseline",
+         "--steps=2", "--preset=tiny"]
+  out = subprocess.run(cmd, cwd=REPO, capture_output=True, text=True, timeout=600)
+  assert out.returncode == 0, out.stdout[-2000:] + out.stderr[-2000:]
+  examples = json.loads((root / "n32" / "arcs" / "embeddings_s0" / "results.json")
+                        .read_text())
+  assert examples["graph_source"] == "arcs" and examples["examples"]["train"] == 32
+  assert examples["steps"] == 2
+  lines = (root / "curve.md").read_text().splitlines()
+  assert lines[0] == ("| training sentences | baseline (no graph) | "
+                      "planted arcs as graphs (oracle) |")
+  assert lines[2].startswith("| 16 | ") and lines[3].startswith("| 32 | ")
+  assert (root / "curve.png").stat().st_size > 1000
 
 
 def test_errors_before_any_work(tmp_path):
@@ -147,6 +170,9 @@ def test_errors_before_any_work(tmp_path):
   config.files.matched, config.variant = None, "nonsense"
   with pytest.raises(ValueError, match="unknown variant"):
     run(config, tmp_path / "d")
+  config.variant, config.graph_source = "embeddings", "arcs"
+  with pytest.raises(ValueError, match="only the agreement task"):
+    run(config, tmp_path / "e")
   assert not os.listdir(tmp_path)
 
 

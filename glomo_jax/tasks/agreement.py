@@ -28,17 +28,21 @@ AGREEMENT_LABELS = ("violates", "agrees")
 _OTHER_NUMBER = {**{s: p for s, p in VERBS}, **{p: s for s, p in VERBS}}
 
 
-def sentences_with_verbs(document) -> list[tuple[list[str], list[int]]]:
-  """(words, verb positions within the sentence) of each sentence of a
-  synthetic document that has at least one subject–verb agreement arc."""
+def sentences_with_verbs(document) -> list[tuple[list[str], list[int], np.ndarray]]:
+  """(words, verb positions, arcs) of each sentence of a synthetic document
+  that has at least one subject–verb agreement arc; arcs: int32 [n, 2] of
+  every planted arc inside the sentence, (target, source) positions within it."""
   verbs_at = {int(t) for (t, _), k in zip(document.arcs, document.kinds)
               if k == ARC_AGREEMENT}
+  arcs = np.asarray(document.arcs).reshape(-1, 2)
   out, start = [], 0
   for i, word in enumerate(document.words):
     if word == ".":
       verbs = [t - start for t in range(start, i) if t in verbs_at]
       if verbs:
-        out.append((list(document.words[start:i + 1]), verbs))
+        inside = (arcs[:, 1] >= start) & (arcs[:, 0] <= i)
+        out.append((list(document.words[start:i + 1]), verbs,
+                    (arcs[inside] - start).astype(np.int32)))
       start = i + 1
   return out
 
@@ -54,9 +58,10 @@ def agreement_split(synthetic: SyntheticConfig, first_document: int, size: int,
   rng = random.Random(f"glomo-agreement:{seed}:{first_document}")
   texts: list[list[str]] = []
   labels: list[int] = []
+  arcs: list[np.ndarray] = []
   doc = first_document
   while len(texts) < size:
-    for words, verbs in sentences_with_verbs(generate_document(synthetic, doc)):
+    for words, verbs, sentence_arcs in sentences_with_verbs(generate_document(synthetic, doc)):
       if len(texts) == size:
         break
       agrees = rng.random() < 0.5
@@ -65,8 +70,9 @@ def agreement_split(synthetic: SyntheticConfig, first_document: int, size: int,
         words[at] = _OTHER_NUMBER[words[at]]
       texts.append(words)
       labels.append(int(agrees))
+      arcs.append(sentence_arcs)
     doc += 1
-  return Split({"text": texts}, np.asarray(labels, np.int32)), doc
+  return Split({"text": texts}, np.asarray(labels, np.int32), {"text": arcs}), doc
 
 
 def load_agreement_task(num_train: int = 2000, num_validation: int = 500,

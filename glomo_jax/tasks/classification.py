@@ -48,7 +48,7 @@ class ClassificationTask(Task):
   log_metrics = ("loss", "accuracy")
 
   def __init__(self, model, data: TaskData, vocab: Vocabulary, config: TransferConfig,
-               graphs: TaskGraphs | None = None):
+               graphs: TaskGraphs | None = None):  # or OnTheFlyGraphs, ArcGraphs
     reads_graphs = getattr(model, "glomo", "none") in ("embeddings", "rnn")
     if reads_graphs and graphs is None:
       raise ValueError(f"model variant glomo={model.glomo!r} reads predictor graphs: "

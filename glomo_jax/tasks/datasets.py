@@ -76,9 +76,12 @@ class Split:
   Attributes:
     texts: {field: N word lists}.
     labels: int32 [N].
+    arcs: {field: N int arrays [n, 2]} of known dependency arcs, (target,
+      source) word positions (the built-in language only; else None).
   """
   texts: dict[str, list[list[str]]]
   labels: np.ndarray
+  arcs: dict[str, list[np.ndarray]] | None = None
 
   def __post_init__(self):
     self.labels = np.asarray(self.labels, np.int32).reshape(-1)
@@ -93,8 +96,10 @@ class Split:
   def subset(self, indices: Sequence[int]) -> "Split":
     """The examples at `indices`, in that order."""
     indices = [int(i) for i in indices]
+    arcs = None if self.arcs is None else {
+        f: [rows[i] for i in indices] for f, rows in self.arcs.items()}
     return Split({f: [rows[i] for i in indices] for f, rows in self.texts.items()},
-                 self.labels[indices] if indices else self.labels[:0])
+                 self.labels[indices] if indices else self.labels[:0], arcs)
 
   def lengths(self, field: str) -> np.ndarray:
     """Words per example of `field`, int64 [N]."""

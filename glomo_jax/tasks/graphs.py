@@ -106,3 +106,46 @@ class OnTheFlyGraphs:
       out[real] = word_graphs(self.predictor, None, words, length,
                               self_loops=self.self_loops)[0][inverse.reshape(-1)]
     return out
+
+
+class ArcGraphs:
+  """`TaskGraphs.batch` from known dependency arcs: the graphs a perfect
+  predictor would give (the built-in language's planted arcs; an oracle).
+
+  Every (layer, head) is the same pair of graphs: forward, each dependent
+  word reads its sources, G[t, s] = 1 for an arc (t, s); backward, each
+  source reads its dependents, G[s, t] = 1; rows normalised, words without
+  an arc in a direction have an empty row there.
+
+  Args:
+    data: a TaskData whose splits carry `arcs` (the agreement task).
+    num_layers, num_heads: the [2L, K] of the graphs.
+  """
+
+  def __init__(self, data: TaskData, num_layers: int, num_heads: int = 1):
+    missing = [n for n, s in data.splits.items() if s.arcs is None]
+    if missing:
+      raise ValueError(f"graphs from arcs need known arcs; splits {missing} of task "
+                       f"{data.task!r} have none (only the built-in language has them)")
+    self.arcs = {n: s.arcs for n, s in data.splits.items()}
+    self.num_layers = num_layers
+    self.graph_prefix = (2 * num_layers, num_heads)
+
+  def batch(self, split: str, field: str, index: np.ndarray, lengths: np.ndarray,
+            length: int) -> np.ndarray:
+    """Graphs float32 [B, 2L, K, length, length] of the examples at `index`
+    (-1: padding row, zeros), arcs beyond `lengths` words dropped."""
+    index, lengths = np.asarray(index), np.asarray(lengths)
+    out = np.zeros((len(index), 2, length, length), np.float32)
+    for row, (i, n) in enumerate(zip(index, lengths)):
+      if i < 0:
+        continue
+      arcs = np.asarray(self.arcs[split][field][i]).reshape(-1, 2)
+      arcs = arcs[(arcs < min(int(n), length)).all(axis=1)]
+      out[row, 0, arcs[:, 0], arcs[:, 1]] = 1.0
+      out[row, 1, arcs[:, 1], arcs[:, 0]] = 1.0
+    total = out.sum(-1, keepdims=True)
+    out = np.where(total > 0, out / np.maximum(total, 1), 0)
+    layers = np.repeat(out, self.num_layers, axis=1)                # [B, 2L, T, T]
+    return np.ascontiguousarray(np.broadcast_to(
+        layers[:, :, None], (len(index),) + self.graph_prefix + (length, length)))

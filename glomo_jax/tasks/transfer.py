@@ -14,7 +14,9 @@ step, wall time and the validation curve.
 
 Variants: baseline → the model's glomo='none'; embeddings / rnn → graphs
 fused into the embeddings / the first RNN's states; uniform → the
-uniform-graph ablation (no predictor).
+uniform-graph ablation (no predictor). With graph_source='arcs' (agreement
+task only) the embeddings / rnn variants read the known arcs instead of a
+predictor's graphs: the oracle a predictor could at best match.
 """
 from __future__ import annotations
 
@@ -33,7 +35,7 @@ from glomo_jax.tasks.classification import VALIDATION, ClassificationTask
 from glomo_jax.tasks.datasets import TaskData, load_task
 from glomo_jax.tasks.esim import ESIM
 from glomo_jax.tasks.glove import embedding_matrix
-from glomo_jax.tasks.graphs import TaskGraphs
+from glomo_jax.tasks.graphs import ArcGraphs, TaskGraphs
 from glomo_jax.tasks.imdb import IMDBClassifier
 from glomo_jax.tasks.layers import embedding_initializer
 from glomo_jax.tasks.transfer_config import EVAL_SPLITS, TransferConfig, transfer_layers
@@ -97,7 +99,12 @@ def run_transfer(config: TransferConfig, workdir: str, *, devices=None,
   logger.info("vocabulary %d words; %s", len(vocab), coverage)
 
   predictor = graphs = None
-  if config.reads_graphs:
+  graph_layers = None
+  if config.reads_graphs and config.graph_source == "arcs":
+    graph_layers = transfer_layers(config.model.transfer_layers, None)
+    graphs = ArcGraphs(data, graph_layers)
+    logger.info("graphs from the known arcs (L=%d, K=1)", graph_layers)
+  elif config.reads_graphs:
     from glomo_jax.export import load_graph_predictor  # noqa: PLC0415
     predictor = load_graph_predictor(config.predictor_export)
     root = config.graph_cache_dir or os.path.join(workdir, "graph_cache")
@@ -109,9 +116,9 @@ def run_transfer(config: TransferConfig, workdir: str, *, devices=None,
     logger.info("predictor %s (L=%d, K=%d); graph cache %s ready (%.1f s)",
                 config.predictor_export, predictor.config.num_graph_layers,
                 predictor.config.num_heads, root, time.time() - t0)
+    graph_layers = predictor.config.num_graph_layers
 
-  model = build_model(config, data, len(vocab), table,
-                      predictor.config.num_graph_layers if predictor is not None else None)
+  model = build_model(config, data, len(vocab), table, graph_layers)
   task = ClassificationTask(model, data, vocab, config, graphs)
   summary = loop.run(task, task.loop_config(compilation_cache_dir=compilation_cache_dir),
                      workdir, devices=devices)
@@ -136,6 +143,7 @@ def _results(config: TransferConfig, data: TaskData, summary: dict) -> dict:
   best step, length and the validation curve."""
   scores = summary["results"]
   results = {"task": config.task, "variant": config.variant, "glomo": config.glomo,
+             "graph_source": config.graph_source if config.reads_graphs else None,
              "seed": config.seed, "validation_accuracy": scores[VALIDATION]}
   missing = []
   for name in EVAL_SPLITS[config.task]:

@@ -24,6 +24,7 @@ GRAPH_VARIANTS = ("embeddings", "rnn")
 EVAL_SPLITS = {"imdb": ("test",), "snli": ("test",), "mnli": ("matched", "mismatched"),
                "agreement": ("test",)}
 SOURCES = ("files", "tfds", "synthetic")
+GRAPH_SOURCES = ("predictor", "arcs")
 # Fields a resumed run may change (how long it trains and how often it
 # reports or saves); any other change would mix two configs' results.
 CONFIG_FILE = "config.json"    # the run's config, in its workdir
@@ -237,6 +238,10 @@ class TransferConfig:
       batch while building the cache. graph_self_loops: keep the weight
       between pieces of one word on the word graphs' diagonal (default: no
       diagonal, as the authors' word graphs; `transfer.align_graphs`).
+    graph_source: 'predictor' (the export's graphs) or 'arcs': the known
+      dependency arcs as graphs (`tasks.graphs.ArcGraphs`; the agreement
+      task only), what a perfect predictor would give; L from
+      model.transfer_layers (default 3), one head.
     optim: optimiser and training length.
     seed: initialisation, dropout and shuffling.
     mesh_data: data-parallel devices (-1: all).
@@ -263,6 +268,7 @@ class TransferConfig:
   graph_cache_dtype: str = "float16"
   graph_batch_size: int = 32
   graph_self_loops: bool = False
+  graph_source: str = "predictor"
   optim: OptimOptions = OptimOptions()
   seed: int = 0
   mesh_data: int = -1
@@ -307,7 +313,13 @@ class TransferConfig:
       if wrong:
         raise ValueError(f"task {self.task!r} has no split {wrong}; its evaluation "
                          f"splits are {list(EVAL_SPLITS[self.task])}")
-    if self.reads_graphs:
+    if self.graph_source not in GRAPH_SOURCES:
+      raise ValueError(f"unknown graph_source {self.graph_source!r}: one of "
+                       f"{list(GRAPH_SOURCES)}")
+    if self.graph_source == "arcs" and self.source != "synthetic":
+      raise ValueError("graph_source='arcs' needs known arcs: only the agreement task "
+                       "(source='synthetic') has them")
+    if self.reads_graphs and self.graph_source == "predictor":
       if not self.predictor_export:
         raise ValueError(f"variant {self.variant!r} needs --config.predictor_export=DIR "
                          "(an export of experiments.pretrain / experiments.export)")
