@@ -8,7 +8,9 @@ graphs between pixels on an image file (glomo_jax.eval.pixel_stats).
       --images=../shared/data/cifar10/cifar10_train20k_from_jpeg.npz --downsample=2
 
 Reads the last `--num` records of a JSON-lines file (.gz / .xz too), splits
-`--field` into words as the task models do, and prints one line per graph
+`--field` into words as the task models do (the predictor reads the raw
+text, its pieces pooled to those words by characters, as in transfer; with
+`--read=words` it reads the words joined by spaces), and prints one line per graph
 layer (share of empty rows, entropy in nats and how far below a uniform
 graph over the same allowed words it is, weight on the word itself and its
 neighbours, mean distance in words against the uniform graph's). With
@@ -32,17 +34,19 @@ _FIELD = flags.DEFINE_string("field", "text", "Text field of each record.")
 _NUM = flags.DEFINE_integer("num", 256, "Texts or images to read (the last ones of the file).")
 _MAX_WORDS = flags.DEFINE_integer("max_words", 40, "Cut every text to this many words.")
 _BATCH = flags.DEFINE_integer("batch_size", 32, "Predictor batch.")
+_READ = flags.DEFINE_enum("read", "raw", ["raw", "words"],
+                          "What the predictor reads: the raw text or the words.")
 flags.mark_flags_as_required(["export"])
 
 
 def statistics_table(export_dir: str, path: str, field: str, num: int, max_words: int,
-                     batch_size: int = 32) -> str:
+                     batch_size: int = 32, read: str = "raw") -> str:
   import numpy as np  # noqa: PLC0415
   from glomo_jax.eval.graph_stats import graph_statistics, uniform_reference  # noqa: PLC0415
   from glomo_jax.export import ExportedPixelGraphPredictor, load_graph_predictor  # noqa: PLC0415
   from glomo_jax.tasks.datasets import read_jsonl  # noqa: PLC0415
-  from glomo_jax.tasks.words import tokenize  # noqa: PLC0415
-  from glomo_jax.transfer.align import word_graphs  # noqa: PLC0415
+  from glomo_jax.tasks.words import plain_text, tokenize_with_offsets  # noqa: PLC0415
+  from glomo_jax.transfer.align import text_graphs, word_graphs  # noqa: PLC0415
 
   predictor = load_graph_predictor(export_dir)
   if isinstance(predictor, ExportedPixelGraphPredictor):
@@ -51,12 +55,20 @@ def statistics_table(export_dir: str, path: str, field: str, num: int, max_words
   missing = next((r for r in records if field not in r), None)
   if missing is not None:
     raise ValueError(f"{path}: a record has no field {field!r} (fields: {sorted(missing)})")
-  texts = [w for w in (tokenize(str(r[field])) for r in records) if w]
-  if not texts:
+  raw = [plain_text(str(r[field])) for r in records]
+  tokenized = [(text, *tokenize_with_offsets(text)) for text in raw]
+  tokenized = [(text, words, spans) for text, words, spans in tokenized if words]
+  if not tokenized:
     raise ValueError(f"{path}: no non-empty {field!r} texts")
+  texts = [words for _, words, _ in tokenized]
   graphs, masks = [], []
   for start in range(0, len(texts), batch_size):
-    g, m = word_graphs(predictor, None, texts[start:start + batch_size], max_words)
+    batch = tokenized[start:start + batch_size]
+    if read == "raw":
+      g, m = text_graphs(predictor, None, [t for t, _, _ in batch],
+                         [s for _, _, s in batch], max_words)
+    else:
+      g, m = word_graphs(predictor, None, [w for _, w, _ in batch], max_words)
     graphs.append(g)
     masks.append(m)
   graphs, mask = np.concatenate(graphs), np.concatenate(masks)
@@ -64,7 +76,8 @@ def statistics_table(export_dir: str, path: str, field: str, num: int, max_words
   reference = uniform_reference(mask)
   layers = predictor.config.num_graph_layers
   lines = [f"{len(texts)} texts of {path} ({field}), {mask.sum(1).mean():.1f} words on "
-           f"average (at most {max_words}); heads pooled",
+           f"average (at most {max_words}); the predictor read the "
+           f"{'raw texts' if read == 'raw' else 'words'}; heads pooled",
            "| layer | empty rows | entropy (nats) | below uniform (nats) | self | adjacent "
            "| mean distance | uniform's distance |",
            "|---|---|---|---|---|---|---|---|"]
@@ -116,7 +129,7 @@ def main(argv):
                                  _BATCH.value))
   else:
     print(statistics_table(_EXPORT.value, _DATA.value, _FIELD.value, _NUM.value,
-                           _MAX_WORDS.value, _BATCH.value))
+                           _MAX_WORDS.value, _BATCH.value, _READ.value))
 
 
 if __name__ == "__main__":

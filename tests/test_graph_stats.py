@@ -28,7 +28,7 @@ def chain_graphs(w=5, n=4):
 
 def test_one_hot_graphs_hand_computed():
   g, mask = chain_graphs()
-  previous, itself = graph_statistics(g, mask)
+  previous, itself = graph_statistics(g, mask, self_loops=True)
   # forward rows 1..3 may read words 0..j: uniform would spread over j + 1
   assert previous == pytest.approx({
       "empty": 0.25, "entropy": 0.0, "self": 0.0, "adjacent": 1.0, "distance": 1.0,
@@ -39,12 +39,16 @@ def test_one_hot_graphs_hand_computed():
       "empty": 0.0, "entropy": 0.0, "self": 1.0, "adjacent": 0.0, "distance": 0.0,
       "entropy_gap": (LN(4) + LN(3) + LN(2)) / 4, "uniform_distance": (1.5 + 1 + 0.5) / 4,
       "rows": 4})
+  # without self-loops (the default) forward row j may read words 0..j − 1
+  strict, _ = graph_statistics(g, mask)
+  assert strict["entropy_gap"] == pytest.approx((LN(1) + LN(2) + LN(3)) / 3)
+  assert strict["uniform_distance"] == pytest.approx((1 + 1.5 + 2) / 3)
 
 
 def test_spread_row_entropy_and_distance():
   g = np.zeros((1, 2, 1, 3, 3))
   g[0, 0, 0, 2] = [0.5, 0.25, 0.25]    # forward row 2 reads words 0, 1, 2
-  s = graph_statistics(g, np.ones((1, 3), bool))[0]
+  s = graph_statistics(g, np.ones((1, 3), bool), self_loops=True)[0]
   entropy = -(0.5 * LN(0.5) + 2 * 0.25 * LN(0.25))
   assert s["empty"] == pytest.approx(2 / 3) and s["rows"] == 1
   assert s["entropy"] == pytest.approx(entropy)
@@ -70,9 +74,9 @@ def test_batch_and_heads_pool_rows_of_every_example():
             continue                      # an empty row
           p = rng.random(len(src))
           g[b, layer, k, j, src] = p / p.sum()
-  pooled = graph_statistics(g, mask)
+  pooled = graph_statistics(g, mask, self_loops=True)
   for layer in range(2):
-    parts = [graph_statistics(g[b:b + 1, :, k:k + 1], mask[b:b + 1])[layer]
+    parts = [graph_statistics(g[b:b + 1, :, k:k + 1], mask[b:b + 1], self_loops=True)[layer]
              for b in range(2) for k in range(2)]
     rows = sum(p["rows"] for p in parts)
     assert pooled[layer]["rows"] == rows
@@ -84,13 +88,16 @@ def test_batch_and_heads_pool_rows_of_every_example():
 
 def test_uniform_reference_hand_computed():
   _, mask = chain_graphs(w=5, n=4)
-  for s in uniform_reference(mask).values():   # rows with 1, 2, 3, 4 allowed words
+  for s in uniform_reference(mask, self_loops=True).values():   # rows with 1 … 4 words
     assert s["empty"] == 0.0 and s["rows"] == 4 and s["entropy_gap"] == pytest.approx(0)
     assert s["entropy"] == pytest.approx((LN(2) + LN(3) + LN(4)) / 4)
     assert s["distance"] == pytest.approx((0 + 0.5 + 1 + 1.5) / 4)
     assert s["distance"] == pytest.approx(s["uniform_distance"])
     assert s["self"] == pytest.approx((1 + 1 / 2 + 1 / 3 + 1 / 4) / 4)
     assert s["adjacent"] == pytest.approx((0 + 1 / 2 + 1 / 3 + 1 / 4) / 4)
+  for s in uniform_reference(mask).values():   # rows with 0, 1, 2, 3 allowed words
+    assert s["empty"] == 0.25 and s["rows"] == 3 and s["self"] == 0.0
+    assert s["distance"] == pytest.approx((1 + 1.5 + 2) / 3)
 
 
 def test_bad_shapes_are_named():
@@ -115,11 +122,18 @@ def test_entry_point_on_a_tiny_export(tmp_path):
   export = export_graph_predictor(str(tmp_path / "export"), config,
                                   random_variables(config, graphs_only=True), tokenizer)
   data = tmp_path / "texts.jsonl"
-  data.write_text("".join(json.dumps({"premise": s}) + "\n" for s in sentences))
+  # as written: capitals and no space before the full stop, unlike the words
+  data.write_text("".join(json.dumps({"premise": s.capitalize().replace(" .", ".")}) + "\n"
+                          for s in sentences))
   table = statistics_table(export, str(data), "premise", num=5, max_words=8, batch_size=2)
   lines = table.splitlines()
   assert lines[0].startswith("5 texts") and len(lines) == 3 + 2 * config.num_graph_layers + 2
-  assert lines[-1].startswith("| uniform, backward | 0.000 |") and " | 0.00 | " in lines[-1]
+  # the uniform rows: the last word's backward row is empty, nobody reads itself
+  assert lines[-1].startswith("| uniform, backward |") and " | 0.00 | 0.000 | " in lines[-1]
+  assert "read the raw texts" in lines[0]
+  words = statistics_table(export, str(data), "premise", num=5, max_words=8, batch_size=2,
+                           read="words")
+  assert "read the words" in words and words.splitlines()[1:] != lines[1:]
   with pytest.raises(ValueError, match="no field 'hypothesis'"):
     statistics_table(export, str(data), "hypothesis", num=5, max_words=8)
 

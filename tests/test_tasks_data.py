@@ -143,6 +143,23 @@ def test_imdb_from_files_with_a_carved_validation_split(tmp_path, suffix):
   train_keys = set(data["train"].fingerprint_keys())
   val_keys = set(data["validation"].fingerprint_keys())
   assert not train_keys & val_keys and len(train_keys | val_keys) == 20
+  # the raw text the predictor reads, with each word's characters in it, kept
+  # through the carve
+  for split in data.splits.values():
+    for words, raw, spans in zip(split.texts["text"], split.raw["text"],
+                                 split.spans["text"]):
+      assert [raw[a:b].lower() for a, b in spans] == words and "<br" not in raw
+
+
+def test_raw_text_keeps_case_and_breaks_become_spaces(tmp_path):
+  path = tmp_path / "r.jsonl"
+  _write_jsonl(path, [{"text": "Don't<br />GO!", "label": 1}])
+  split = datasets.read_split("imdb", "files", str(path))
+  assert split.texts["text"][0] == ["do", "n't", "go", "!"]
+  assert split.raw["text"][0] == "Don't      GO!"
+  assert split.spans["text"][0].tolist() == [[0, 2], [2, 5], [11, 13], [13, 14]]
+  custom = datasets.read_split("imdb", "files", str(path), tokenizer=str.split)
+  assert custom.raw is None and custom.spans is None
 
 
 def test_nli_from_files_maps_labels_and_drops_unlabelled(tmp_path):

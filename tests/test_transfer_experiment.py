@@ -112,6 +112,10 @@ def test_embeddings_variant_with_a_predictor_and_train_only_data(tmp_path, tiny_
   caches = os.listdir(os.path.join(workdir, "graph_cache"))
   assert len(caches) == 4
   assert results["config"]["graph_cache_dir"] is None
+  # the predictor read the raw texts (graph_text 'raw', the default)
+  metas = [json.loads(open(os.path.join(workdir, "graph_cache", c, "meta.json")).read())
+           for c in caches]
+  assert all(m["text_fingerprint"] and not m["self_loops"] for m in metas)
 
 
 def test_agreement_task_with_and_without_graphs(tmp_path, tiny_export):

@@ -211,3 +211,31 @@ def test_a_foreign_tokenizer_is_refused(predictor, tmp_path):
   assert other.fingerprint != predictor.tokenizer.fingerprint
   with pytest.raises(ValueError, match="vocabulary mismatch"):
     word_graphs(predictor, other, DATASET[:2], W)
+
+
+def test_cache_of_raw_texts_equals_text_graphs(predictor, tmp_path):
+  """The predictor reads raw texts (case, spacing, punctuation as written);
+  its pieces go to the task's words by characters; words after max_words
+  are cut with the text after them."""
+  from glomo_jax.tasks.words import tokenize_with_offsets  # noqa: PLC0415
+  from glomo_jax.transfer import encode_texts, text_graphs  # noqa: PLC0415
+  texts = ["The cat sat on the mat.", "A dog  ran, in the Park!", "Unbelievable things."]
+  words, spans = zip(*(tokenize_with_offsets(t) for t in texts))
+  spans = [np.asarray(s) for s in spans]
+  cache = cached_word_graphs(str(tmp_path), predictor, words, 5, dtype="float32",
+                             texts=texts, word_spans=spans)
+  fly, mask = text_graphs(predictor, None, texts, spans, 5)
+  np.testing.assert_allclose(cache.get(range(3))[0], fly, rtol=1e-6, atol=1e-7)
+  assert cache.meta["text_fingerprint"] and mask.sum(1).tolist() == [5, 5, 3]
+  by_words = cached_word_graphs(str(tmp_path), predictor, words, 5, dtype="float32")
+  assert by_words.path != cache.path and by_words.meta["text_fingerprint"] is None
+  assert not np.allclose(by_words.get(range(3))[0], fly, atol=1e-3)   # case, spacing
+  # the text is cut after the 5th word ("the"): its pieces end there
+  tokens, _, unit, _ = encode_texts(predictor.tokenizer, texts[:1], spans[:1], 5)
+  assert predictor.tokenizer.decode(tokens[0]).endswith("he cat sat on the")  # "T": unk
+  assert unit[0][tokens[0] != predictor.tokenizer.pad_id].max() == 4
+  with pytest.raises(ValueError, match="both texts and word_spans"):
+    cached_word_graphs(str(tmp_path), predictor, words, 5, texts=texts)
+  with pytest.raises(ValueError, match="2 words but 3 spans"):
+    cached_word_graphs(str(tmp_path), predictor, [["a", "b"]], 5, texts=["a b c"],
+                       word_spans=[np.array([[0, 1], [2, 3], [4, 5]])])

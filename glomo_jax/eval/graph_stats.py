@@ -9,8 +9,9 @@ gets, over the rows of real words of every head:
 * over the other rows (each sums to 1): ``entropy`` −Σ_i G[j,i] ln G[j,i] in
   nats, ``self`` G[j,j], ``adjacent`` G[j,j−1] + G[j,j+1], ``distance``
   Σ_i G[j,i]·|i − j| (in words), and, row by row against the uniform graph
-  over the same row's allowed sources (words i ≤ j forward, i ≥ j backward:
-  word graphs keep weight between pieces of one word on the diagonal),
+  over the same row's allowed sources (words i < j forward, i > j backward;
+  with ``self_loops=True``, for word graphs that keep the weight between
+  pieces of one word on the diagonal, i ≤ j and i ≥ j),
   ``entropy_gap`` = ln(allowed) − entropy (0: no better than uniform) and
   ``uniform_distance`` (that uniform row's mean distance).
 
@@ -22,10 +23,12 @@ from __future__ import annotations
 import numpy as np
 
 
-def _allowed(mask: np.ndarray, forward: bool) -> np.ndarray:
+def _allowed(mask: np.ndarray, forward: bool, self_loops: bool) -> np.ndarray:
   """bool [B, W, W]: source i allowed for target j (both real words)."""
   w = mask.shape[-1]
-  direction = np.tril(np.ones((w, w), bool)) if forward else np.triu(np.ones((w, w), bool))
+  diagonal = 0 if self_loops else 1
+  direction = (np.tril(np.ones((w, w), bool), -diagonal) if forward
+               else np.triu(np.ones((w, w), bool), diagonal))
   return mask[:, :, None] & mask[:, None, :] & direction
 
 
@@ -53,12 +56,14 @@ def _row_stats(graphs: np.ndarray, valid: np.ndarray, allowed: np.ndarray) -> di
           "rows": int(full.sum())}
 
 
-def graph_statistics(graphs: np.ndarray, mask: np.ndarray) -> list[dict]:
+def graph_statistics(graphs: np.ndarray, mask: np.ndarray, self_loops: bool = False
+                     ) -> list[dict]:
   """Per layer (2L entries, forward layers first) statistics; module docstring.
 
   Args:
     graphs: [B, 2L, K, W, W], rows summing to 1 or 0.
     mask: bool [B, W], True for real words.
+    self_loops: the graphs may put weight on the diagonal (module docstring).
   """
   graphs = np.asarray(graphs, np.float64)
   mask = np.asarray(mask, bool)
@@ -71,18 +76,19 @@ def graph_statistics(graphs: np.ndarray, mask: np.ndarray) -> list[dict]:
   valid = np.repeat(mask, heads, axis=0)                        # [B·K, W], b-major
   out = []
   for layer in range(layers):
-    allowed = np.repeat(_allowed(mask, forward=layer < layers // 2), heads, axis=0)
+    allowed = np.repeat(_allowed(mask, layer < layers // 2, self_loops), heads, axis=0)
     out.append(_row_stats(graphs[:, layer].reshape(-1, w, w), valid, allowed))
   return out
 
 
-def uniform_reference(mask: np.ndarray) -> dict[str, dict]:
+def uniform_reference(mask: np.ndarray, self_loops: bool = False) -> dict[str, dict]:
   """{'forward', 'backward'}: the statistics of the uniform graphs over the
-  allowed sources (i ≤ j / i ≥ j) of the same texts."""
+  allowed sources (i < j / i > j; i ≤ j / i ≥ j with self_loops) of the same
+  texts."""
   mask = np.asarray(mask, bool)
   out = {}
   for name, forward in (("forward", True), ("backward", False)):
-    allowed = _allowed(mask, forward)
+    allowed = _allowed(mask, forward, self_loops)
     g = allowed / np.maximum(allowed.sum(-1, keepdims=True), 1)
     out[name] = _row_stats(g, mask, allowed)
   return out

@@ -34,7 +34,7 @@ import numpy as np
 
 from glomo_jax.data.tfds_source import tfds_records
 from glomo_jax.io import open_text
-from glomo_jax.tasks.words import Vocabulary, tokenize
+from glomo_jax.tasks.words import Vocabulary, plain_text, tokenize, tokenize_with_offsets
 
 logger = logging.getLogger(__name__)
 
@@ -78,10 +78,16 @@ class Split:
     labels: int32 [N].
     arcs: {field: N int arrays [n, 2]} of known dependency arcs, (target,
       source) word positions (the built-in language only; else None).
+    raw: {field: N texts as written (`words.plain_text`)} and spans: {field:
+      N int32 arrays [n, 2]}, each word's [start, end) characters in it; what
+      the graph predictor reads (None when the words were not split from a
+      text by `tokenize`).
   """
   texts: dict[str, list[list[str]]]
   labels: np.ndarray
   arcs: dict[str, list[np.ndarray]] | None = None
+  raw: dict[str, list[str]] | None = None
+  spans: dict[str, list[np.ndarray]] | None = None
 
   def __post_init__(self):
     self.labels = np.asarray(self.labels, np.int32).reshape(-1)
@@ -96,10 +102,11 @@ class Split:
   def subset(self, indices: Sequence[int]) -> "Split":
     """The examples at `indices`, in that order."""
     indices = [int(i) for i in indices]
-    arcs = None if self.arcs is None else {
-        f: [rows[i] for i in indices] for f, rows in self.arcs.items()}
-    return Split({f: [rows[i] for i in indices] for f, rows in self.texts.items()},
-                 self.labels[indices] if indices else self.labels[:0], arcs)
+    def pick(fields):
+      return None if fields is None else {
+          f: [rows[i] for i in indices] for f, rows in fields.items()}
+    return Split(pick(self.texts), self.labels[indices] if indices else self.labels[:0],
+                 pick(self.arcs), pick(self.raw), pick(self.spans))
 
   def lengths(self, field: str) -> np.ndarray:
     """Words per example of `field`, int64 [N]."""
@@ -198,6 +205,8 @@ def record_text(value: Any) -> str:
 def _tokenized_split(records: Iterable[Mapping[str, Any]], spec: TaskSpec, where: str,
                      tokenizer: Callable[[str], list[str]]) -> Split:
   texts: dict[str, list[list[str]]] = {f: [] for f in spec.text_fields}
+  raw: dict[str, list[str]] = {f: [] for f in spec.text_fields}
+  spans: dict[str, list[np.ndarray]] = {f: [] for f in spec.text_fields}
   labels: list[int] = []
   dropped = 0
   for number, record in enumerate(records, 1):
@@ -210,11 +219,20 @@ def _tokenized_split(records: Iterable[Mapping[str, Any]], spec: TaskSpec, where
       dropped += 1
       continue
     for f in spec.text_fields:
-      texts[f].append(tokenizer(record_text(record[f])))
+      text = record_text(record[f])
+      if tokenizer is tokenize:
+        words, word_spans = tokenize_with_offsets(text)
+        raw[f].append(plain_text(text))
+        spans[f].append(np.asarray(word_spans, np.int32).reshape(-1, 2))
+      else:
+        words = tokenizer(text)
+      texts[f].append(words)
     labels.append(label)
   if dropped:
     logger.info("%s: dropped %d examples without a gold label", where, dropped)
-  return Split(texts, np.asarray(labels, np.int32))
+  if tokenizer is not tokenize:
+    raw = spans = None
+  return Split(texts, np.asarray(labels, np.int32), raw=raw, spans=spans)
 
 
 def read_split(task: str, source: str, location: str, *, data_dir: str | None = None,

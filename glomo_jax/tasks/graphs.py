@@ -37,15 +37,23 @@ class TaskGraphs:
 
   @classmethod
   def build(cls, root: str, predictor, data: TaskData, max_words: int, *,
-            splits: Sequence[str] | None = None, **options) -> "TaskGraphs":
+            splits: Sequence[str] | None = None, raw_text: bool = True,
+            **options) -> "TaskGraphs":
     """Opens (building once per export, dataset and options) the cache of every
-    split and text field of `data` under `root`. `options`: those of
-    `cached_word_graphs` (dtype, batch_size, ...)."""
+    split and text field of `data` under `root`. raw_text: the predictor
+    reads each split's raw texts where it has them (`Split.raw`), else the
+    words joined by spaces. `options`: those of `cached_word_graphs` (dtype,
+    batch_size, ...)."""
     caches = {}
     for name in splits or list(data.splits):
       split = data.splits[name]
-      caches[name] = {f: cached_word_graphs(root, predictor, split.texts[f], max_words,
-                                            **options) for f in data.text_fields}
+      caches[name] = {}
+      for f in data.text_fields:
+        text = {}
+        if raw_text and split.raw is not None:
+          text = dict(texts=split.raw[f], word_spans=split.spans[f])
+        caches[name][f] = cached_word_graphs(root, predictor, split.texts[f], max_words,
+                                             **text, **options)
     return cls(caches)
 
   def batch(self, split: str, field: str, index: np.ndarray, lengths: np.ndarray,

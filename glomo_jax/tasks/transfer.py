@@ -112,7 +112,8 @@ def run_transfer(config: TransferConfig, workdir: str, *, devices=None,
     graphs = TaskGraphs.build(root, predictor, data, config.max_words,
                               dtype=config.graph_cache_dtype,
                               batch_size=config.graph_batch_size,
-                              self_loops=config.graph_self_loops)
+                              self_loops=config.graph_self_loops,
+                              raw_text=config.graph_text == "raw")
     logger.info("predictor %s (L=%d, K=%d); graph cache %s ready (%.1f s)",
                 config.predictor_export, predictor.config.num_graph_layers,
                 predictor.config.num_heads, root, time.time() - t0)

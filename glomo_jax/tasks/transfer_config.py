@@ -242,6 +242,9 @@ class TransferConfig:
       dependency arcs as graphs (`tasks.graphs.ArcGraphs`; the agreement
       task only), what a perfect predictor would give; L from
       model.transfer_layers (default 3), one head.
+    graph_text: what the predictor reads: 'raw', each text as written (its
+      pieces go to the task's words by characters), or 'words', the task's
+      lower-cased, PTB-split words joined by spaces.
     optim: optimiser and training length.
     seed: initialisation, dropout and shuffling.
     mesh_data: data-parallel devices (-1: all).
@@ -269,6 +272,7 @@ class TransferConfig:
   graph_batch_size: int = 32
   graph_self_loops: bool = False
   graph_source: str = "predictor"
+  graph_text: str = "raw"
   optim: OptimOptions = OptimOptions()
   seed: int = 0
   mesh_data: int = -1
@@ -316,6 +320,8 @@ class TransferConfig:
     if self.graph_source not in GRAPH_SOURCES:
       raise ValueError(f"unknown graph_source {self.graph_source!r}: one of "
                        f"{list(GRAPH_SOURCES)}")
+    if self.graph_text not in ("raw", "words"):
+      raise ValueError(f"unknown graph_text {self.graph_text!r}: 'raw' or 'words'")
     if self.graph_source == "arcs" and self.source != "synthetic":
       raise ValueError("graph_source='arcs' needs known arcs: only the agreement task "
                        "(source='synthetic') has them")

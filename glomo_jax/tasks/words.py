@@ -60,12 +60,19 @@ def tokenize_with_offsets(text: str) -> tuple[list[str], list[tuple[int, int]]]:
   >>> tokenize_with_offsets("Don't stop!")
   (['do', "n't", 'stop', '!'], [(0, 2), (2, 5), (6, 10), (10, 11)])
   """
-  clean = _BREAK.sub(lambda m: " " * len(m.group()), text)
+  clean = plain_text(text)
   words, spans = [], []
   for match in _TOKEN.finditer(clean):
     words.append(match.group().lower())
     spans.append(match.span())
   return words, spans
+
+
+def plain_text(text: str) -> str:
+  """`text` with its HTML line breaks turned into spaces of the same length:
+  what a graph predictor pretrained on plain text reads; the spans of
+  `tokenize_with_offsets` stay valid in it."""
+  return _BREAK.sub(lambda m: " " * len(m.group()), text)
 
 
 def tokenize(text: str) -> list[str]:

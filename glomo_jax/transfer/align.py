@@ -172,7 +172,8 @@ def encode_texts(tokenizer, texts: Sequence[str], unit_spans: Sequence, max_unit
     tokenizer: a `glomo_jax.data.tokenizer.Tokenizer`.
     texts: B raw texts.
     unit_spans: B int arrays [U_b, 2] of the units' [start, end) characters;
-      units beyond `max_units` are dropped (their pieces get −1).
+      units beyond `max_units` are dropped, and the text is cut after the
+      last unit kept (as `encode_word_lists` drops the words after the cut).
     max_units: W.
     max_pieces, pad_multiple: see `encode_word_lists`.
 
@@ -182,10 +183,11 @@ def encode_texts(tokenizer, texts: Sequence[str], unit_spans: Sequence, max_unit
   """
   if len(texts) != len(unit_spans):
     raise ValueError(f"{len(texts)} texts but {len(unit_spans)} unit span lists")
+  kept = [np.asarray(s, np.int64).reshape(-1, 2)[:max_units] for s in unit_spans]
+  texts = [text[:int(s[:, 1].max(initial=0))] for text, s in zip(texts, kept)]
   encoded = []
-  for text, spans, (ids, piece_spans) in zip(texts, unit_spans,
+  for text, spans, (ids, piece_spans) in zip(texts, kept,
                                               tokenizer.encode_with_spans(texts)):
-    spans = np.asarray(spans, np.int64).reshape(-1, 2)[:max_units]
     encoded.append((ids, unit_of_piece_from_spans(text, piece_spans, spans), len(spans)))
   return _pad_batch(encoded, tokenizer.pad_id, max_units, max_pieces, pad_multiple)
 

@@ -7,7 +7,9 @@ and memory-maps the result.
 Key: sha256 of the canonical JSON of {format_version, export content_sha256
 (``predictor.manifest['content_sha256']``: params, tokenizer and config),
 tokenizer fingerprint, dataset fingerprint (`dataset_fingerprint`: every word
-of every example, in order), max_words, max_pieces, self_loops, dtype}. The
+of every example, in order), text fingerprint (`text_fingerprint` of the raw
+texts and word spans the predictor reads, or null when it reads the words
+joined by spaces), max_words, max_pieces, self_loops, dtype}. The
 cache lives in ``<root>/<key>/``, so another export, dataset or option never
 reads a stale one; the manifest inside is checked against the request too.
 
@@ -44,7 +46,7 @@ from typing import Sequence
 import numpy as np
 
 from glomo_jax.io import round_up
-from glomo_jax.transfer.align import word_graphs
+from glomo_jax.transfer.align import text_graphs, word_graphs
 
 logger = logging.getLogger(__name__)
 
@@ -67,8 +69,20 @@ def dataset_fingerprint(word_lists: Sequence[Sequence[str]]) -> str:
   return digest.hexdigest()
 
 
+def text_fingerprint(texts: Sequence[str], word_spans: Sequence) -> str:
+  """sha256 (hex) of raw texts and their words' character spans."""
+  digest = hashlib.sha256(struct.pack(">Q", len(texts)))
+  for text, spans in zip(texts, word_spans):
+    data = text.encode("utf-8")
+    spans = np.ascontiguousarray(np.asarray(spans, ">i8").reshape(-1, 2))
+    digest.update(struct.pack(">QQ", len(data), spans.size))
+    digest.update(data)
+    digest.update(spans.tobytes())
+  return digest.hexdigest()
+
+
 def _request(predictor, tokenizer, word_lists, max_words, max_pieces, self_loops,
-             dtype) -> dict:
+             dtype, texts=None, word_spans=None) -> dict:
   content = (getattr(predictor, "manifest", None) or {}).get("content_sha256")
   if not content:
     raise ValueError("the predictor has no manifest['content_sha256'] (load it with "
@@ -78,6 +92,8 @@ def _request(predictor, tokenizer, word_lists, max_words, max_pieces, self_loops
   return {"format_version": FORMAT_VERSION, "content_sha256": content,
           "tokenizer_fingerprint": tokenizer.fingerprint,
           "dataset_fingerprint": dataset_fingerprint(word_lists),
+          "text_fingerprint": (None if texts is None
+                               else text_fingerprint(texts, word_spans)),
           "max_words": int(max_words),
           "max_pieces": None if max_pieces is None else int(max_pieces),
           "self_loops": bool(self_loops), "dtype": dtype}
@@ -155,7 +171,8 @@ class WordGraphCache:
 def cached_word_graphs(root: str, predictor, word_lists: Sequence[Sequence[str]],
                        max_words: int, *, tokenizer=None, batch_size: int = 32,
                        dtype: str = "float16", max_pieces: int | None = None,
-                       self_loops: bool = False) -> WordGraphCache:
+                       self_loops: bool = False, texts: Sequence[str] | None = None,
+                       word_spans: Sequence | None = None) -> WordGraphCache:
   """Opens the cache of this (export, dataset, options), building it if absent.
 
   Args:
@@ -167,6 +184,10 @@ def cached_word_graphs(root: str, predictor, word_lists: Sequence[Sequence[str]]
     batch_size: examples per predictor call while building.
     dtype: 'float16' or 'float32' storage (module docstring).
     max_pieces, self_loops: as for `align.word_graphs`.
+    texts, word_spans: the raw text of each example and its words' [start,
+      end) characters in it (int [n_i, 2]); given, the predictor reads the
+      texts as written and its pieces go to words by characters
+      (`align.text_graphs`); None: it reads the words joined by spaces.
 
   Returns:
     the opened `WordGraphCache`; ``cache.get(range(i, i + b))`` equals
@@ -182,12 +203,23 @@ def cached_word_graphs(root: str, predictor, word_lists: Sequence[Sequence[str]]
     raise ValueError("cached_word_graphs needs a tokenizer (the predictor has none)")
   if batch_size < 1:
     raise ValueError(f"batch_size must be >= 1, got {batch_size}")
+  if (texts is None) != (word_spans is None):
+    raise ValueError("give both texts and word_spans, or neither")
+  if texts is not None:
+    if not len(texts) == len(word_spans) == len(word_lists):
+      raise ValueError(f"{len(word_lists)} word lists, {len(texts)} texts and "
+                       f"{len(word_spans)} span lists must be as many")
+    bad = next((i for i, (w, s) in enumerate(zip(word_lists, word_spans))
+                if len(w) != len(s)), None)
+    if bad is not None:
+      raise ValueError(f"example {bad}: {len(word_lists[bad])} words but "
+                       f"{len(word_spans[bad])} spans")
   request = _request(predictor, tokenizer, word_lists, max_words, max_pieces,
-                     self_loops, dtype)
+                     self_loops, dtype, texts, word_spans)
   key = cache_key(request)
   path = os.path.join(os.path.abspath(root), key)
   if not os.path.isfile(os.path.join(path, META)):
-    _build(path, request, predictor, tokenizer, word_lists, batch_size)
+    _build(path, request, predictor, tokenizer, word_lists, batch_size, texts, word_spans)
   cache = WordGraphCache(path)
   stored = {name: cache.meta.get(name) for name in request}
   if stored != request:
@@ -196,8 +228,8 @@ def cached_word_graphs(root: str, predictor, word_lists: Sequence[Sequence[str]]
   return cache
 
 
-def _build(path, request, predictor, tokenizer, word_lists, batch_size,
-           progress_every_s: float = 30.0) -> None:
+def _build(path, request, predictor, tokenizer, word_lists, batch_size, texts=None,
+           word_spans=None, progress_every_s: float = 30.0) -> None:
   config = predictor.config
   prefix = (2 * config.num_graph_layers, config.num_heads)
   per = prefix[0] * prefix[1]
@@ -225,9 +257,14 @@ def _build(path, request, predictor, tokenizer, word_lists, batch_size,
                     rate)
       rows = order[start:start + batch_size]
       width = min(max_words, round_up(max(1, int(lengths[rows].max())), 32))
-      graphs, _ = word_graphs(predictor, tokenizer, [list(word_lists[i])[:width] for i in rows],
-                              width, max_pieces=request["max_pieces"],
-                              self_loops=request["self_loops"])
+      options = dict(max_pieces=request["max_pieces"], self_loops=request["self_loops"])
+      if texts is None:
+        graphs, _ = word_graphs(predictor, tokenizer,
+                                [list(word_lists[i])[:width] for i in rows], width, **options)
+      else:
+        graphs, _ = text_graphs(predictor, tokenizer, [texts[i] for i in rows],
+                                [np.asarray(word_spans[i])[:width] for i in rows], width,
+                                **options)
       for row, i in enumerate(rows):
         n = int(lengths[i])
         block = graphs[row, ..., :n, :n]
