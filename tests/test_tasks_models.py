@@ -365,3 +365,20 @@ def test_frozen_embeddings_get_no_gradient_and_glove_init_is_used():
   with pytest.raises(ValueError, match="embedding matrix is"):
     layers.WordEmbedding(VOCAB, 8, layers.embedding_initializer(table[:5])).init(
         jax.random.PRNGKey(0), ids)
+
+
+def test_esim_baseline_of_the_rnn_variants_depth():
+  """rnn_layers=2 without graphs: the same two input-encoding BiLSTMs as the
+  'rnn' variant (same shapes), only the transfer between them missing."""
+  rng = np.random.default_rng(7)
+  inputs, graphs = esim_inputs(rng, [4, 2], [3, 5], 4, 5)
+  shapes = lambda model, **extra: jax.tree_util.tree_map(  # noqa: E731
+      lambda x: x.shape, jax.eval_shape(lambda: model.init(
+          jax.random.PRNGKey(0), **inputs, **extra))["params"])
+  deep = shapes(esim_model("none", rnn_layers=2))
+  rnn = shapes(esim_model("rnn"), **graphs)
+  assert set(rnn) - set(deep) == {"transfer"} and deep["encoder"] == rnn["encoder"]
+  assert deep["encoder_2"] != rnn["encoder_2"]    # it reads 2H, not [2H ; gated]
+  assert "encoder_2" not in shapes(esim_model("none"))
+  with pytest.raises(ValueError, match="needs 2|1 or 2"):
+    shapes(esim_model("rnn", rnn_layers=1), **graphs)

@@ -25,7 +25,9 @@ with their own graphs and one shared `GraphTransfer`:
   (the paper's MNLI result).
 * 'rnn': on the input-encoding BiLSTM's states; a second input-encoding
   BiLSTM then reads the fused states [B, T, 4H + F] so that ā stays 2H wide.
-  (The alignment therefore uses the second layer's states.)
+  (The alignment therefore uses the second layer's states.) Its baseline of
+  the same depth is glomo='none' with rnn_layers=2 (two input-encoding
+  BiLSTMs, the second reading the first's states).
 * 'uniform': the uniform-graph ablation on the embeddings.
 Graphs are inputs (no gradient reaches the predictor). The transfer reads
 clean features and its output is dropped where the embeddings would be; its
@@ -94,6 +96,8 @@ class ESIM(nn.Module):
     num_classes: 3.
     dropout_rate: ESIM: 0.5.
     self_attention: the self-attention layer after the composition.
+    rnn_layers: input-encoding BiLSTMs, 1 or 2; None = 1, or 2 for glomo='rnn'
+      (which needs 2: the graphs go between them).
     embedding_init, freeze_embeddings: as in IMDBClassifier.
     glomo: 'none', 'embeddings', 'rnn' or 'uniform'.
     transfer_layers, num_mixtures, conditioned, transfer_features:
@@ -105,6 +109,7 @@ class ESIM(nn.Module):
   num_classes: int = 3
   dropout_rate: float = 0.5
   self_attention: bool = True
+  rnn_layers: int | None = None
   embedding_init: Callable = nn.initializers.normal(0.1)
   freeze_embeddings: bool = False
   glomo: str = "none"
@@ -169,9 +174,15 @@ class ESIM(nn.Module):
 
     # input encoding
     x = layers.BiRNN(self.hidden, "lstm", name="encoder")(x, m2)
+    depth = self.rnn_layers or (2 if self.glomo == "rnn" else 1)
+    if depth not in (1, 2) or (self.glomo == "rnn" and depth != 2):
+      raise ValueError(f"ESIM has 1 or 2 input-encoding BiLSTMs (2 for glomo='rnn'), "
+                       f"got rnn_layers={self.rnn_layers}")
     if self.glomo == "rnn":
       x = layers.BiRNN(self.hidden, "lstm", name="encoder_2")(
           transfer(x, g2, m2, train=train) * f2, m2)
+    elif depth == 2:
+      x = layers.BiRNN(self.hidden, "lstm", name="encoder_2")(x, m2)
     a_bar, b_bar = x[:batch, :ta], x[batch:, :tb]
 
     # local inference

@@ -78,7 +78,7 @@ def build_model(config: TransferConfig, data: TaskData, vocab_size: int, table,
                 conditioned=m.conditioned, transfer_features=m.transfer_features)
   if len(data.text_fields) == 1:          # imdb, agreement: one text
     return IMDBClassifier(rnn_layers=m.rnn_layers, **common)
-  return ESIM(self_attention=m.self_attention, **common)
+  return ESIM(self_attention=m.self_attention, rnn_layers=m.rnn_layers, **common)
 
 
 def run_transfer(config: TransferConfig, workdir: str, *, devices=None,

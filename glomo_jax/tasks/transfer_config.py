@@ -113,7 +113,9 @@ class ClassifierOptions:
   """The task model's fields (`IMDBClassifier` for one text, `ESIM` for two).
 
   transfer_layers: None = the predictor's L (3 for 'uniform'); rnn_layers:
-  IMDBClassifier only; self_attention: ESIM only.
+  stacked BiGRUs of IMDBClassifier, input-encoding BiLSTMs of ESIM (None: 1,
+  or 2 for the 'rnn' variant; 2 with 'baseline' is that variant's baseline of
+  the same depth); self_attention: ESIM only.
   """
   embed_dim: int = 100
   hidden: int = 128
