@@ -97,7 +97,7 @@ def test_cpu_tuning_is_opt_in():
 
 def test_demo_main_job_end_to_end(tmp_path):
   """`make demo` at tiny sizes: pretrain, export, heatmap, arc scores, and the
-  agreement transfer runs (baseline, uniform, GLoMo) with their table."""
+  agreement transfer runs (baseline, uniform, GLoMo, the oracle) with their table."""
   workdir = tmp_path / "demo"
   out = subprocess.run(
       [sys.executable, "-m", "experiments.demo", "--config=experiments/configs/demo.py:tiny",
@@ -107,7 +107,8 @@ def test_demo_main_job_end_to_end(tmp_path):
   assert (workdir / "graphs.png").exists() and (workdir / "export").is_dir()
   assert "graph weight on the planted true arcs" in out.stdout
   table = out.stdout[out.stdout.index("downstream:"):]
-  for variant in ("baseline", "uniform", "embeddings"):
+  for variant in ("baseline", "uniform", "embeddings", "arcs"):
     assert variant in table
     results = json.loads((workdir / "agreement" / variant / "results.json").read_text())
     assert results["task"] == "agreement" and 0 <= results["test"] <= 1
+  assert "planted arcs (oracle)" in table and results["graph_source"] == "arcs"

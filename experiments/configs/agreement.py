@@ -23,13 +23,14 @@ def get_config(arg: str = ""):
   config = transfer_config(
       "agreement", max_words=32,
       model={"embed_dim": 64, "hidden": 64, "rnn_layers": None, "dropout_rate": 0.1},
-      optim={"learning_rate": 2e-3, "clip_norm": 5.0, "batch_size": 32, "epochs": 4.0,
+      optim={"learning_rate": 2e-3, "clip_norm": 5.0, "batch_size": 32, "steps": 1000,
              "eval_every": 50, "patience": None})
   config.source = "synthetic"
   config.synthetic.num_documents = 3000
-  # 2,000 sentences (4 epochs) leave every variant at chance; with 8,000 the
-  # baseline learns the task after about 600 steps
-  config.synthetic.train = 8000
+  # 2,000 sentences, 1,000 steps: the baseline and the uniform graph stay at
+  # chance, GLoMo's graphs reach 79-94 % test accuracy (experiments/RESULTS.md,
+  # data efficiency); with 8,000 every variant learns the task
+  config.synthetic.train = 2000
   if arg == "tiny":
     tiny_preset(config, max_words=32)
     config.synthetic.train, config.synthetic.validation, config.synthetic.test = 64, 32, 32
