@@ -110,6 +110,8 @@ def plot_curve(results: dict, variants, path: str) -> str:
                   yerr=[statistics.stdev(v) if len(v) > 1 else 0 for _, v in points],
                   marker="o", capsize=3, label=LABELS.get(variant, variant))
   axis.set_xscale("log")
+  axis.set_xticks(list(results), [str(size) for size in results])
+  axis.minorticks_off()
   axis.set_xlabel("training sentences")
   axis.set_ylabel("test accuracy (%)")
   axis.axhline(50, color="grey", linewidth=0.5)

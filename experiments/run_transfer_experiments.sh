@@ -6,7 +6,9 @@
 # 2.9 steps/s, MNLI 45 min, IMDB 55 min), SQuAD (baseline, uniform graph, GLoMo
 # on embeddings: about 30 min a run), and images: a pixel predictor pretrained
 # on Tiny ImageNet at 16×16, transferred into CIFAR-10 ResNet-18s (baseline,
-# uniform graph, GLoMo). CPU-scale task settings: see experiments/RESULTS.md.
+# uniform graph, GLoMo). Also: graph statistics, the alignment with UD English
+# trees, and the data-efficiency curve on the built-in language. CPU-scale task
+# settings: see experiments/RESULTS.md.
 # Every step resumes where it stopped.
 # Usage: experiments/run_transfer_experiments.sh [DATA_DIR] [RUNS_DIR]
 set -euo pipefail
@@ -23,6 +25,15 @@ $PY -m experiments.pretrain --config=experiments/configs/wiki_cpu.py \
 EXPORT="$RUNS/wiki_cpu/export"
 $PY -m experiments.graph_stats --export="$EXPORT" \
     --data="$DATA/mnli/mnli_train_subset_9k.jsonl.xz" --field=premise
+$PY -m experiments.graph_stats --export="$EXPORT" \
+    --data="$DATA/mnli/mnli_train_subset_9k.jsonl.xz" --field=premise --read=words
+$PY -m experiments.syntax_alignment --export="$EXPORT" \
+    --conllu="$DATA/ud_english_ewt/en_ewt-ud-dev.conllu.gz"
+# the controlled case: the built-in language, whose arcs are known (the demo's
+# predictor; 60 short runs, about 30 min)
+$PY -m experiments.demo --workdir="$RUNS/demo" --transfer=
+$PY -m experiments.data_efficiency --export="$RUNS/demo/export" \
+    --root="$RUNS/data_efficiency" --parallel=2
 # MNLI: one run builds the graph cache before the parallel runs share it
 [ -f "$RUNS/grid/mnli/embeddings_s0/results.json" ] || \
   $PY -m experiments.transfer --config=experiments/configs/mnli.py \
