@@ -39,6 +39,7 @@ from absl import flags
 from ml_collections import config_flags
 
 from experiments import cli
+from experiments.grid import finished_results, mean_std, run_grid
 
 _CONFIG = config_flags.DEFINE_config_file("pretrain_config", None,
                                           "Pretraining config file.", lock_config=True)
@@ -111,23 +112,9 @@ def pretrain_and_measure(name: str, base: dict, root: str, steps: int | None,
   return record
 
 
-def transfer_accuracies(folder: str) -> list[float]:
-  """Validation accuracies (%) of the finished runs in `folder`."""
-  out = []
-  for name in sorted(os.listdir(folder)) if os.path.isdir(folder) else []:
-    path = os.path.join(folder, name, "results.json")
-    if os.path.exists(path):
-      with open(path, encoding="utf-8") as f:
-        out.append(100 * json.load(f)["validation_accuracy"])
-  return out
-
-
-def _mean(values: list[float]) -> str:
-  if not values:
-    return "–"
-  if len(values) == 1:
-    return f"{values[0]:.2f}"
-  return f"{statistics.fmean(values):.2f} ± {statistics.stdev(values):.2f}"
+def transfer_accuracies(folder: str, variant: str) -> list[float]:
+  """Validation accuracies (%) of the finished runs FOLDER/VARIANT_sSEED."""
+  return [100 * r["validation_accuracy"] for r in finished_results(folder, variant)]
 
 
 def ablation_table(records: list[dict], transfer: dict[str, list[float]]) -> str:
@@ -141,11 +128,11 @@ def ablation_table(records: list[dict], transfer: dict[str, list[float]]) -> str
              "–" if r["empty_rows"] is None else f"{r['empty_rows']:.3f}",
              f"{syntax['head']:.3f}" if syntax else "–",
              f"{syntax['uuas']:.3f}" if syntax else "–",
-             _mean(transfer.get(r["ablation"], []))]
+             mean_std(transfer.get(r["ablation"], []))]
     lines.append("| " + " | ".join(cells) + " |")
   if "uniform" in transfer:
     lines.append(f"| uniform graph (at transfer) | – | – | – | – | – | "
-                 f"{_mean(transfer['uniform'])} |")
+                 f"{mean_std(transfer['uniform'])} |")
   return "\n".join(lines) + (
       "\n\nHeld-out loss: nats per predicted token. Empty rows: mean over the graph "
       "layers. Syntax: the mean of all heads against the treebank. Transfer: "
@@ -153,7 +140,6 @@ def ablation_table(records: list[dict], transfer: dict[str, list[float]]) -> str
 
 
 def main(argv):
-  from experiments.grid import run_grid  # noqa: PLC0415
   extra = list(argv[1:])
   root = _ROOT.value
   names = _ABLATIONS.value or list(ABLATIONS)
@@ -174,11 +160,11 @@ def main(argv):
       folder = os.path.join(root, name, "transfer")
       run_grid(_TRANSFER.value, folder, ["embeddings"], _SEEDS.value, _PARALLEL.value,
                extra + [f"--config.predictor_export={record['export']}"])
-      transfer[name] = transfer_accuracies(folder)
+      transfer[name] = transfer_accuracies(folder, "embeddings")
   if _TRANSFER.value:
     folder = os.path.join(root, "uniform")
     run_grid(_TRANSFER.value, folder, ["uniform"], _SEEDS.value, _PARALLEL.value, extra)
-    transfer["uniform"] = transfer_accuracies(folder)
+    transfer["uniform"] = transfer_accuracies(folder, "uniform")
   text = ablation_table(records, transfer)
   with open(os.path.join(root, "ablations.md"), "w", encoding="utf-8") as f:
     f.write(text)

@@ -22,13 +22,13 @@ that cannot use even perfect graphs.
 """
 from __future__ import annotations
 
-import json
 import os
 import statistics
 
 from absl import flags
 
 from experiments import cli
+from experiments.grid import finished_results, run_grid
 
 _EXPORT = flags.DEFINE_string("export", None, "Export of the predictor (synthetic language).")
 _ROOT = flags.DEFINE_string("root", None, "Directory of the runs and the curve.")
@@ -65,16 +65,11 @@ def collect(root: str, sizes, variants) -> dict:
   for size in sizes:
     out[size] = {}
     for variant in variants:
-      found = []
-      folder = os.path.join(root, f"n{size}", ARCS) if variant == ARCS else \
-          os.path.join(root, f"n{size}")
-      prefix = "embeddings" if variant == ARCS else variant
-      for name in sorted(os.listdir(folder)) if os.path.isdir(folder) else []:
-        path = os.path.join(folder, name, "results.json")
-        if name.startswith(f"{prefix}_s") and os.path.exists(path):
-          with open(path, encoding="utf-8") as f:
-            found.append(100 * json.load(f)["test"])
-      out[size][variant] = found
+      if variant == ARCS:
+        found = finished_results(os.path.join(root, f"n{size}", ARCS), "embeddings")
+      else:
+        found = finished_results(os.path.join(root, f"n{size}"), variant)
+      out[size][variant] = [100 * r["test"] for r in found]
   return out
 
 
@@ -124,7 +119,6 @@ def plot_curve(results: dict, variants, path: str) -> str:
 
 
 def main(argv):
-  from experiments.grid import run_grid  # noqa: PLC0415
   extra = list(argv[1:])
   root = _ROOT.value
   if not os.path.isdir(_EXPORT.value):

@@ -93,7 +93,19 @@ def run_grid(config: str, root: str, variants, seeds, parallel: int,
     raise SystemExit(f"{len(failed)} run(s) failed; see log.txt in {failed}")
 
 
-def _mean_std(values: list[float]) -> str:
+def finished_results(root: str, variant: str) -> list[dict]:
+  """The results.json of every finished run ROOT/VARIANT_sSEED, by name."""
+  found = []
+  for name in sorted(os.listdir(root)) if os.path.isdir(root) else []:
+    path = os.path.join(root, name, "results.json")
+    if name.startswith(f"{variant}_s") and os.path.exists(path):
+      with open(path, encoding="utf-8") as f:
+        found.append(json.load(f))
+  return found
+
+
+def mean_std(values: list[float]) -> str:
+  """'mean ± sample std' of values (one value alone; '–' for none)."""
   if not values:
     return "–"
   if len(values) == 1:
@@ -104,13 +116,7 @@ def _mean_std(values: list[float]) -> str:
 def table(config: str, root: str, variants, extra: list[str], entry: str = "transfer") -> str:
   results, columns = {}, []
   for variant in variants:
-    found = []
-    for name in sorted(os.listdir(root)) if os.path.isdir(root) else []:
-      path = os.path.join(root, name, "results.json")
-      if name.startswith(f"{variant}_s") and os.path.exists(path):
-        with open(path, encoding="utf-8") as f:
-          found.append(json.load(f))
-    results[variant] = found
+    found = results[variant] = finished_results(root, variant)
     for r in found:
       columns += [m for m in metrics(r) if m not in columns]
   head = ["variant", "seeds"] + columns + [
@@ -121,7 +127,7 @@ def table(config: str, root: str, variants, extra: list[str], entry: str = "tran
       continue
     cells = [variant, ",".join(str(r["seed"]) for r in found)]
     for c in columns:
-      cells.append(_mean_std([metrics(r)[c] for r in found if c in metrics(r)]))
+      cells.append(mean_std([metrics(r)[c] for r in found if c in metrics(r)]))
     cells.append(f"{statistics.fmean(r['train_time_s'] for r in found) / 60:.1f}")
     cmd = [a for a in run_command(config, variant, "S", "DIR", extra, entry)[1:]
            if a not in ("--config.seed=S", "--workdir=DIR")]

@@ -98,7 +98,7 @@ class SyntaxScores:
     self.relation_index: dict[str, int] = {}
     self.relation_sums = collections.defaultdict(lambda: np.zeros((0, 2)))  # [R, (head, uuas)]
     self.relation_counts = np.zeros(0, np.int64)                    # [R]
-    self.counts = np.zeros(4, np.int64)          # words w/ head, words, edges, heads to the left
+    self.counts = np.zeros(3, np.int64)   # words with a head (= gold edges), words, heads left
     self.sentences = 0
     self.names: list[str] | None = None
 
@@ -139,7 +139,7 @@ class SyntaxScores:
     tree = maximum_spanning_trees(stack + stack.transpose(0, 2, 1))
     edge_hit = tree[:, words, heads[words]]                                # [G, edges]
 
-    self.counts += (len(words), n, len(words), int(np.sum(heads[words] < words)))
+    self.counts += (len(words), n, int(np.sum(heads[words] < words)))
     for g, name in enumerate(names):
       self.sums[name] += (head_hit[g].sum(), neighbour_hit[g], edge_hit[g].sum())
     rels = np.array([self.relation_index.setdefault(universal_relation(deprels[w]),
@@ -159,7 +159,8 @@ class SyntaxScores:
     'relations': {name: {rel: {'head', 'uuas', 'count'}}} and the counts
     ('sentences', 'words', 'edges', and 'heads_left': the share of heads
     before their word, the best head share a forward graph can reach)."""
-    with_head, words, edges, left = (int(c) for c in self.counts)
+    with_head, words, left = (int(c) for c in self.counts)
+    edges = with_head
     out = {"sentences": self.sentences, "words": words, "edges": edges,
            "heads_left": left / max(with_head, 1), "graphs": {},
            "relations": collections.defaultdict(dict)}

@@ -2,8 +2,9 @@
 
 `score_treebank` runs predictors (a trained one, its untrained twin) on
 each sentence's raw text, pools their piece graphs to the treebank's words by
-characters (`glomo_jax.transfer.text_graphs`, without self-loops: a word
-reading itself says nothing about syntax), and scores with
+characters (`glomo_jax.transfer.encode_texts`, once per batch for all the
+predictors, then `unit_graphs`; without self-loops: a word reading itself
+says nothing about syntax), and scores with
 `glomo_jax.eval.syntax.SyntaxScores`:
 
 * every (direction, layer, head): 'fw 1 h0' … 'bw L h{K−1}' (layers from 1);
@@ -29,7 +30,7 @@ from glomo_jax.eval.syntax import SyntaxScores, offset_graph, uniform_graph
 from glomo_jax.export.predictor import ExportedGraphPredictor
 from glomo_jax.io import round_up
 from glomo_jax.models.glomo import GLoMo
-from glomo_jax.transfer.align import encode_texts, text_graphs
+from glomo_jax.transfer.align import encode_texts, unit_graphs
 
 DIRECTIONS = ("fw", "bw")
 
@@ -103,6 +104,10 @@ def score_treebank(sentences: Sequence[Sentence],
     and 'skipped_unseen' (sentences with a word that has no piece of its
     own, e.g. only characters the tokenizer drops).
   """
+  tokenizers = {p.tokenizer for p in predictors.values()}
+  if len(tokenizers) != 1 or None in tokenizers:
+    raise ValueError("the predictors must share one tokenizer")
+  (tokenizer,) = tokenizers
   scores = SyntaxScores()
   kept = [s for s in sentences if len(s) <= max_words]
   skipped_unseen = 0
@@ -110,10 +115,10 @@ def score_treebank(sentences: Sequence[Sentence],
   for start in range(0, len(kept), batch_size):
     batch = kept[start:start + batch_size]
     width = round_up(max(len(s) for s in batch), 16)
-    texts, spans = [s.text for s in batch], [s.spans for s in batch]
-    outputs = {prefix: text_graphs(p, None, texts, spans, width, self_loops=False)[0]
-               for prefix, p in predictors.items()}
-    seen = _words_with_pieces(next(iter(predictors.values())).tokenizer, batch, width)
+    encoded = encode_texts(tokenizer, [s.text for s in batch], [s.spans for s in batch],
+                           width)
+    outputs = {prefix: unit_graphs(p, encoded, width)[0] for prefix, p in predictors.items()}
+    seen = _words_with_pieces(encoded[2], width)
     for b, sentence in enumerate(batch):
       n = len(sentence)
       if not seen[b, :n].all():
@@ -128,12 +133,11 @@ def score_treebank(sentences: Sequence[Sentence],
   return result
 
 
-def _words_with_pieces(tokenizer, batch: Sequence[Sentence], width: int) -> np.ndarray:
-  """bool [B, width]: which words got at least one piece."""
-  _, _, unit, _ = encode_texts(tokenizer, [s.text for s in batch],
-                               [s.spans for s in batch], width)
-  seen = np.zeros((len(batch), width + 1), bool)
-  rows = np.repeat(np.arange(len(batch)), unit.shape[1])
+def _words_with_pieces(unit: np.ndarray, width: int) -> np.ndarray:
+  """bool [B, width]: which words got at least one piece (unit: int [B, P],
+  the word of each piece, −1 for none)."""
+  seen = np.zeros((len(unit), width + 1), bool)
+  rows = np.repeat(np.arange(len(unit)), unit.shape[1])
   seen[rows, unit.reshape(-1)] = True        # unit −1 lands in the last column
   return seen[:, :width]
 

@@ -205,8 +205,9 @@ def record_text(value: Any) -> str:
 def _tokenized_split(records: Iterable[Mapping[str, Any]], spec: TaskSpec, where: str,
                      tokenizer: Callable[[str], list[str]]) -> Split:
   texts: dict[str, list[list[str]]] = {f: [] for f in spec.text_fields}
-  raw: dict[str, list[str]] = {f: [] for f in spec.text_fields}
-  spans: dict[str, list[np.ndarray]] = {f: [] for f in spec.text_fields}
+  keep_raw = tokenizer is tokenize      # words with their characters in the text
+  raw = {f: [] for f in spec.text_fields} if keep_raw else None
+  spans = {f: [] for f in spec.text_fields} if keep_raw else None
   labels: list[int] = []
   dropped = 0
   for number, record in enumerate(records, 1):
@@ -220,7 +221,7 @@ def _tokenized_split(records: Iterable[Mapping[str, Any]], spec: TaskSpec, where
       continue
     for f in spec.text_fields:
       text = record_text(record[f])
-      if tokenizer is tokenize:
+      if keep_raw:
         words, word_spans = tokenize_with_offsets(text)
         raw[f].append(plain_text(text))
         spans[f].append(np.asarray(word_spans, np.int32).reshape(-1, 2))
@@ -230,8 +231,6 @@ def _tokenized_split(records: Iterable[Mapping[str, Any]], spec: TaskSpec, where
     labels.append(label)
   if dropped:
     logger.info("%s: dropped %d examples without a gold label", where, dropped)
-  if tokenizer is not tokenize:
-    raw = spans = None
   return Split(texts, np.asarray(labels, np.int32), raw=raw, spans=spans)
 
 

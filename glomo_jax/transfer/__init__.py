@@ -11,8 +11,8 @@ features.
 * Dataset caches: `cached_word_graphs`, `WordGraphCache` (cache.py).
 """
 from glomo_jax.transfer.align import (align_graphs, encode_texts, encode_word_lists,
-                                      piece_to_unit, text_graphs, unit_of_piece_from_spans,
-                                      word_graphs)
+                                      piece_to_unit, text_graphs, unit_graphs,
+                                      unit_of_piece_from_spans, word_graphs)
 from glomo_jax.transfer.cache import (WordGraphCache, cache_key, cached_word_graphs,
                                       dataset_fingerprint)
 from glomo_jax.transfer.candidates import (candidate_names, graph_candidates,
@@ -26,4 +26,4 @@ __all__ = ["GraphTransfer", "MODES", "GraphMixture", "GatedFusion", "WordGraphCa
            "align_graphs", "cache_key", "cached_word_graphs", "candidate_names",
            "dataset_fingerprint", "encode_texts", "encode_word_lists", "graph_candidates",
            "graph_features", "piece_to_unit", "propagated_candidates", "text_graphs",
-           "uniform_graphs", "unit_of_piece_from_spans", "word_graphs"]
+           "uniform_graphs", "unit_graphs", "unit_of_piece_from_spans", "word_graphs"]

@@ -248,7 +248,7 @@ def word_graphs(predictor, tokenizer, word_lists: Sequence[Sequence[str]],
   tokenizer = _checked_tokenizer(predictor, tokenizer)
   arrays = encode_word_lists(tokenizer, word_lists, max_words, max_pieces=max_pieces,
                              pad_multiple=pad_multiple)
-  return _unit_graphs(predictor, arrays, max_words, self_loops)
+  return unit_graphs(predictor, arrays, max_words, self_loops)
 
 
 def text_graphs(predictor, tokenizer, texts: Sequence[str], unit_spans: Sequence,
@@ -267,7 +267,7 @@ def text_graphs(predictor, tokenizer, texts: Sequence[str], unit_spans: Sequence
   tokenizer = _checked_tokenizer(predictor, tokenizer)
   arrays = encode_texts(tokenizer, texts, unit_spans, max_units, max_pieces=max_pieces,
                         pad_multiple=pad_multiple)
-  return _unit_graphs(predictor, arrays, max_units, self_loops)
+  return unit_graphs(predictor, arrays, max_units, self_loops)
 
 
 def _checked_tokenizer(predictor, tokenizer):
@@ -282,7 +282,21 @@ def _checked_tokenizer(predictor, tokenizer):
   return tokenizer
 
 
-def _unit_graphs(predictor, arrays, num_units: int, self_loops: bool):
+def unit_graphs(predictor, arrays, num_units: int, self_loops: bool = False
+                ) -> tuple[np.ndarray, np.ndarray]:
+  """The predictor's graphs of already encoded pieces, pooled to units.
+
+  Args:
+    predictor: as for `word_graphs`.
+    arrays: (tokens, piece_mask, unit_of_piece, unit_mask) from
+      `encode_word_lists` or `encode_texts` (encode once, then call this for
+      several predictors that share the tokenizer).
+    num_units: W, the unit axis of `unit_mask`.
+    self_loops: see `align_graphs`.
+
+  Returns:
+    (graphs float32 numpy [B, 2L, K, W, W], unit_mask bool [B, W]).
+  """
   tokens, piece_mask, unit, unit_mask = arrays
   graphs = predictor.predict(predictor.variables, tokens, piece_mask)
   units = _align_jit(graphs, jnp.asarray(unit), num_units=num_units, self_loops=self_loops)
