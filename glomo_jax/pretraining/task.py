@@ -26,6 +26,7 @@ from glomo_jax.data.synthetic import vocabulary as synthetic_vocabulary
 from glomo_jax.data.tokenizer import train_tokenizer, train_word_tokenizer
 from glomo_jax.eval.arcs import ArcAccumulator
 from glomo_jax.eval.graph_stats import row_health
+from glomo_jax.io import write_json
 from glomo_jax.pretraining.config import PretrainConfig
 from glomo_jax.pretraining.objective import GLoMoObjective
 from glomo_jax.train import loop
@@ -165,14 +166,13 @@ class PretrainingTask(GLoMoObjective, Task):
       return json.load(f)
 
   def _write_arc_record(self, ctx: RunContext, record: dict) -> None:
+    # atomic: the other processes read this file at the same moment
     if ctx.is_main and record:
-      with open(os.path.join(self.workdir, ARC_FILE), "w") as f:
-        json.dump(record, f, indent=2)
+      write_json(os.path.join(self.workdir, ARC_FILE), record, indent=2)
 
   def on_start(self, ctx: RunContext) -> None:
     if ctx.is_main:  # written once the run is known to fit the workdir's checkpoints
-      with open(os.path.join(self.workdir, CONFIG_FILE), "w") as f:
-        json.dump(self.config.to_dict(), f, indent=2)
+      write_json(os.path.join(self.workdir, CONFIG_FILE), self.config.to_dict(), indent=2)
     # decided on what every process knows (the step), so all of them join
     if self.has_arcs and self.eval_splits and int(ctx.state.step) == 0:
       record = self._arc_record()
