@@ -5,7 +5,8 @@ Every run is `python -m experiments.ENTRY --config=CONFIG --config.variant=V
 --config.seed=S --workdir=ROOT/V_sS` plus extra arguments
 (`predictor_export` is dropped for variants that read no graphs). A run
 whose results.json exists is not repeated. With parallel > 1, runs are
-pinned one per CPU core (taskset) with one XLA thread.
+pinned one per CPU core (taskset) with one XLA thread, unless pin is False
+(runs that share an accelerator).
 """
 from __future__ import annotations
 
@@ -50,7 +51,7 @@ def _pinned_env(core: int | None) -> dict:
 
 
 def run_grid(config: str, root: str, variants, seeds, parallel: int,
-             extra: list[str], entry: str = "transfer") -> None:
+             extra: list[str], entry: str = "transfer", pin: bool = True) -> None:
   todo = []
   for variant in variants:
     for seed in seeds:
@@ -65,7 +66,7 @@ def run_grid(config: str, root: str, variants, seeds, parallel: int,
   while todo or running:
     while todo and len(running) < max(1, parallel):
       busy = {r[1] for r in running}
-      core = next((c for c in cores if c not in busy), None) if parallel > 1 else None
+      core = next((c for c in cores if c not in busy), None) if parallel > 1 and pin else None
       cmd, workdir = todo.pop(0)
       if core is not None:
         cmd = ["taskset", "-c", str(core)] + cmd

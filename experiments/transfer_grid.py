@@ -17,7 +17,8 @@ same for every run; `predictor_export` is dropped for variants that read no
 graphs). A run whose results.json exists is not repeated, so rerunning the
 command resumes. With --parallel=N, N runs go at once, each pinned to its own
 CPU core (taskset) with one XLA thread, which on a small CPU host is faster
-than N·threads in one process for these small-matrix models.
+than N·threads in one process for these small-matrix models (`--pin=false`
+where the runs share a GPU).
 
 Finally ROOT/table.md (and stdout) gets one row per variant: validation
 (and test / matched / mismatched) accuracy, or SQuAD's validation and dev
@@ -41,6 +42,8 @@ _ROOT = flags.DEFINE_string("root", None, "Directory of the runs (ROOT/VARIANT_s
 _VARIANTS = flags.DEFINE_list("variants", ["baseline", "embeddings", "uniform"], "Variants.")
 _SEEDS = flags.DEFINE_list("seeds", ["0", "1", "2"], "Seeds (config.seed).")
 _PARALLEL = flags.DEFINE_integer("parallel", 1, "Runs at once, one CPU core each.")
+_PIN = flags.DEFINE_bool("pin", True, "With --parallel: one CPU core and one XLA thread per run "
+                         "(CPU hosts); --pin=false where the runs share an accelerator.")
 _TABLE_ONLY = flags.DEFINE_bool("table_only", False, "Only tabulate existing results.")
 flags.mark_flags_as_required(["config", "root"])
 
@@ -50,7 +53,7 @@ def main(argv):
   root = _ROOT.value
   if not _TABLE_ONLY.value:
     run_grid(_CONFIG.value, root, _VARIANTS.value, _SEEDS.value, _PARALLEL.value, extra,
-             _ENTRY.value)
+             _ENTRY.value, pin=_PIN.value)
   text = table(_CONFIG.value, root, _VARIANTS.value, extra, _ENTRY.value)
   os.makedirs(root, exist_ok=True)
   with open(os.path.join(root, "table.md"), "w", encoding="utf-8") as f:

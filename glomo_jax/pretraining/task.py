@@ -107,7 +107,7 @@ class PretrainingTask(GLoMoObjective, Task):
         config.corpus, self.tokenizer, batch_size=config.batch_size, bptt=config.bptt,
         shift=config.shift, seed=config.seed, heldout_fraction=config.heldout_fraction,
         cache_dir=os.path.join(workdir, "cache"), process_index=jax.process_index(),
-        process_count=jax.process_count())
+        process_count=jax.process_count(), num_threads=os.cpu_count() or 1)
     eval_stream = self.data.eval_stream
     logger.info("corpus: %d training tokens in %d windows; %s held-out tokens; vocabulary %d",
                 self.data.train_stream.num_tokens, self.data.train.num_windows,
