@@ -62,6 +62,7 @@ def write_jsonl(path, records):
 
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+SHARED_DATA = os.path.join(os.path.dirname(REPO), "shared", "data")   # ../shared/data
 FILLER = "the a movie film plot actor scene story one it was is and of".split()
 NLI = [("a man sleeps on the sofa", "a person rests", "entailment"),
        ("the dog runs in the park", "an animal is outside", "entailment"),

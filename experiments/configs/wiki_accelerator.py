@@ -37,7 +37,7 @@ def get_config(arg: str = ""):
   if arg == "tiny":
     config.vocab_size, config.tokenizer_sample_chars = 400, 200_000
     config.corpus.max_documents = 30
-    config.batch_size, config.bptt, config.shift = 4, 32, 16
+    config.batch_size, config.bptt, config.shift = 8, 32, 16
     config.num_steps, config.log_every, config.eval_every = 12, 4, 6
     config.checkpoint_every, config.eval_batches = 6, 2
     config.compile_fast = True
