@@ -56,6 +56,13 @@ def test_pretraining_corpus_and_config_mistakes(corpora, tmp_path, name, flags, 
   assert not os.path.exists(tmp_path / "run" / "checkpoints")
 
 
+def test_a_batch_that_does_not_split_over_the_devices(corpora, tmp_path):
+  out = run(PRETRAIN + [WIKI_TINY, f"--workdir={tmp_path / 'run'}",
+                        f"--config.corpus.pattern={corpora}/short.txt", "--config.vocab_size=24",
+                        "--config.batch_size=4", "--config.heldout_fraction=0"])
+  assert_one_line(out, "a batch of 4 rows cannot be split over the 8 devices", "multiples of 8")
+
+
 @pytest.fixture(scope="module")
 def pretrained(tmp_path_factory):
   """A one-step pretraining workdir with a checkpoint (no export), run with

@@ -18,15 +18,19 @@ logger = logging.getLogger("glomo_jax.train")
 def global_batch(batch: dict, mesh) -> dict:
   """This process's rows of a batch (numpy) -> global arrays split along the
   leading axis over every device of `mesh`."""
-  rows = len(next(iter(batch.values()))) * jax.process_count()
+  check_rows(len(next(iter(batch.values()))) * jax.process_count(), mesh)
+  return {k: jax.make_array_from_process_local_data(batch_sharding(mesh, np.ndim(v)),
+                                                   np.asarray(v))
+          for k, v in batch.items()}
+
+
+def check_rows(rows: int, mesh) -> None:
+  """Raises ValueError unless a global batch of `rows` splits over the mesh."""
   if rows % mesh.size:
     raise ValueError(f"a batch of {rows} rows cannot be split over the {mesh.size} devices "
                      f"of the mesh: make the batch sizes (batch_size, optim.batch_size, "
                      f"optim.eval_batch_size) multiples of {mesh.size}, or use fewer "
                      "devices (mesh_data)")
-  return {k: jax.make_array_from_process_local_data(batch_sharding(mesh, np.ndim(v)),
-                                                   np.asarray(v))
-          for k, v in batch.items()}
 
 
 def batch_spec(spec: dict[str, jax.ShapeDtypeStruct], mesh) -> dict:
@@ -64,6 +68,7 @@ class Program:
     """The executable for `batch`'s signature (arrays or ShapeDtypeStructs)."""
     key = _signature(batch)
     if key not in self._compiled:
+      check_rows(next(iter(batch.values())).shape[0], self.mesh)
       t0 = time.perf_counter()
       batch_sh = {k: batch_sharding(self.mesh, len(v.shape)) for k, v in batch.items()}
       jitted = jax.jit(self.fn, in_shardings=(self.first_sharding, batch_sh),

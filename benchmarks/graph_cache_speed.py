@@ -1,0 +1,111 @@
+r"""How fast word graphs of a dataset are computed (the graph cache's build),
+phase by phase: encoding (host), predictor, alignment, fetch, float16 store.
+
+  python benchmarks/graph_cache_speed.py --data=../shared/data/imdb/imdb_train.jsonl.gz \
+      (--export=runs/wiki_cpu/export | --model=paper --tokenizer=T.model) \
+      [--num=512 --max_words=128 --batch=32 --pad_multiple=16]
+
+The texts are read as the cache reads them (raw text, pieces to words by
+characters), sorted by words as the cache sorts them, in batches of `batch`.
+`--model` times an untrained predictor of that size (speed does not depend
+on the weights). Two passes: cold (each distinct (P, W) shape compiles the
+predictor and the alignment once) and warm (nothing compiles). Prints one
+JSON line with, per pass: examples/s, graphs/s (examples × 2L·K), the
+shapes and the seconds of each phase.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import time
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+
+def load(args):
+  from glomo_jax import ModelConfig  # noqa: PLC0415
+  from glomo_jax.data import Tokenizer  # noqa: PLC0415
+  from glomo_jax.export import load_graph_predictor  # noqa: PLC0415
+  from glomo_jax.export.predictor import ExportedGraphPredictor  # noqa: PLC0415
+  from glomo_jax.models.glomo import GLoMo  # noqa: PLC0415
+  if args.export:
+    return load_graph_predictor(args.export)
+  tokenizer = Tokenizer.load(args.tokenizer)
+  config = {"paper": ModelConfig.paper}[args.model](vocab_size=tokenizer.vocab_size,
+                                                    dtype=args.dtype)
+  variables = GLoMo(config).init(jax.random.PRNGKey(0), jnp.zeros((1, 1), jnp.int32),
+                                 method=GLoMo.graphs)
+  return ExportedGraphPredictor(config, variables, tokenizer)
+
+
+def main():
+  parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+  parser.add_argument("--data", required=True)
+  parser.add_argument("--field", default="text")
+  parser.add_argument("--export")
+  parser.add_argument("--model", choices=["paper"])
+  parser.add_argument("--tokenizer")
+  parser.add_argument("--dtype", default="bfloat16")
+  parser.add_argument("--num", type=int, default=512)
+  parser.add_argument("--max_words", type=int, default=128)
+  parser.add_argument("--batch", type=int, default=32)
+  parser.add_argument("--pad_multiple", type=int, default=16)
+  args = parser.parse_args()
+  from glomo_jax.tasks.datasets import read_jsonl  # noqa: PLC0415
+  from glomo_jax.tasks.words import plain_text, tokenize_with_offsets  # noqa: PLC0415
+
+  predictor = load(args)
+  records = [r for _, r in zip(range(args.num), read_jsonl(args.data))]
+  texts = [plain_text(str(r[args.field])) for r in records]
+  spans = [np.asarray(tokenize_with_offsets(t)[1]).reshape(-1, 2) for t in texts]
+  lengths = np.array([min(len(s), args.max_words) for s in spans])
+  order = np.argsort(lengths, kind="stable")
+  config = predictor.config
+  per = 2 * config.num_graph_layers * config.num_heads
+  result = {"device": str(jax.devices()[0].device_kind), "model_dim": config.dim,
+            "graphs_per_text": per, "examples": len(order),
+            "pad_multiple": args.pad_multiple, "max_words": args.max_words}
+  for name in ("cold", "warm"):      # cold: every shape compiles; warm: none does
+    seconds, phases, shapes = one_pass(args, predictor, texts, spans, lengths, order)
+    result[name] = {"seconds": round(seconds, 2),
+                    "examples_per_s": round(len(order) / seconds, 1),
+                    "graphs_per_s": round(per * len(order) / seconds, 1), "shapes": shapes,
+                    "phases_s": {k: round(v, 2) for k, v in phases.items()}}
+  print(json.dumps(result))
+
+
+def one_pass(args, predictor, texts, spans, lengths, order):
+  """One pass over the texts as the cache builds them: (seconds, seconds by
+  phase, distinct (P, W) shapes)."""
+  from glomo_jax.io import round_up  # noqa: PLC0415
+  from glomo_jax.transfer.align import _align_jit, encode_texts  # noqa: PLC0415
+  phases = dict(encode=0.0, predict=0.0, align=0.0, fetch=0.0, store=0.0)
+  shapes = set()
+  began = time.perf_counter()
+  for start in range(0, len(order), args.batch):
+    rows = order[start:start + args.batch]
+    width = min(args.max_words, round_up(max(1, int(lengths[rows].max())), 32))
+    t = time.perf_counter()
+    tokens, mask, unit, _ = encode_texts(predictor.tokenizer, [texts[i] for i in rows],
+                                         [spans[i][:width] for i in rows], width,
+                                         pad_multiple=args.pad_multiple)
+    t, phases["encode"] = time.perf_counter(), phases["encode"] + time.perf_counter() - t
+    shapes.add((tokens.shape[1], width))
+    graphs = predictor.predict(predictor.variables, tokens, mask).block_until_ready()
+    t, phases["predict"] = time.perf_counter(), phases["predict"] + time.perf_counter() - t
+    units = _align_jit(graphs, jnp.asarray(unit), num_units=width,
+                       self_loops=False).block_until_ready()
+    t, phases["align"] = time.perf_counter(), phases["align"] + time.perf_counter() - t
+    values = np.asarray(jax.device_get(units), np.float32)
+    t, phases["fetch"] = time.perf_counter(), phases["fetch"] + time.perf_counter() - t
+    for row, i in enumerate(rows):
+      n = int(lengths[i])
+      values[row, ..., :n, :n].astype(np.float16)
+    phases["store"] += time.perf_counter() - t
+  return time.perf_counter() - began, phases, len(shapes)
+
+
+if __name__ == "__main__":
+  main()
