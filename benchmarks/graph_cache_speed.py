@@ -11,7 +11,8 @@ characters), sorted by words as the cache sorts them, in batches of `batch`.
 on the weights). Two passes: cold (each distinct (P, W) shape compiles the
 predictor and the alignment once) and warm (nothing compiles). Prints one
 JSON line with, per pass: examples/s, graphs/s (examples × 2L·K), the
-shapes and the seconds of each phase.
+shapes and the seconds of each phase. `--top_k=8,16` adds the bytes of the
+dense cache and of top-k caches of those texts, and the weight top-k keeps.
 """
 from __future__ import annotations
 
@@ -52,6 +53,9 @@ def main():
   parser.add_argument("--max_words", type=int, default=128)
   parser.add_argument("--batch", type=int, default=32)
   parser.add_argument("--pad_multiple", type=int, default=16)
+  parser.add_argument("--top_k", default="",
+                      help="Comma-separated k: also build the dense cache and a top-k cache "
+                           "of each k, and report their bytes and the weight kept.")
   args = parser.parse_args()
   from glomo_jax.tasks.datasets import read_jsonl  # noqa: PLC0415
   from glomo_jax.tasks.words import plain_text, tokenize_with_offsets  # noqa: PLC0415
@@ -59,7 +63,9 @@ def main():
   predictor = load(args)
   records = [r for _, r in zip(range(args.num), read_jsonl(args.data))]
   texts = [plain_text(str(r[args.field])) for r in records]
-  spans = [np.asarray(tokenize_with_offsets(t)[1]).reshape(-1, 2) for t in texts]
+  tokenized = [tokenize_with_offsets(t) for t in texts]
+  words = [w for w, _ in tokenized]
+  spans = [np.asarray(s).reshape(-1, 2) for _, s in tokenized]
   lengths = np.array([min(len(s), args.max_words) for s in spans])
   order = np.argsort(lengths, kind="stable")
   config = predictor.config
@@ -73,7 +79,30 @@ def main():
                     "examples_per_s": round(len(order) / seconds, 1),
                     "graphs_per_s": round(per * len(order) / seconds, 1), "shapes": shapes,
                     "phases_s": {k: round(v, 2) for k, v in phases.items()}}
+  if args.top_k:
+    result["caches"] = cache_sizes(args, predictor, texts, words, spans)
   print(json.dumps(result))
+
+
+def cache_sizes(args, predictor, texts, words, spans) -> list[dict]:
+  """Builds the dense cache and a top-k cache of each k in a temporary
+  directory: bytes, the ratio to dense, build seconds, and for top-k the
+  weight its kept sources had (mean and minimum over the nonzero rows)."""
+  import tempfile  # noqa: PLC0415
+  from glomo_jax.transfer.cache import cached_word_graphs  # noqa: PLC0415
+  out = []
+  with tempfile.TemporaryDirectory() as root:
+    for k in [None] + [int(k) for k in args.top_k.split(",")]:
+      t = time.perf_counter()
+      cache = cached_word_graphs(root, predictor, words, args.max_words, texts=texts,
+                                 word_spans=spans, batch_size=args.batch, top_k=k)
+      row = {"top_k": k, "bytes": cache.nbytes, "build_s": round(time.perf_counter() - t, 2)}
+      if k is not None:
+        row["of_dense"] = round(cache.nbytes / out[0]["bytes"], 4)
+        row["mass_kept"] = {n: round(v, 4) if isinstance(v, float) else v
+                            for n, v in cache.meta["mass_kept"].items()}
+      out.append(row)
+  return out
 
 
 def one_pass(args, predictor, texts, spans, lengths, order):

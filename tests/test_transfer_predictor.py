@@ -239,3 +239,71 @@ def test_cache_of_raw_texts_equals_text_graphs(predictor, tmp_path):
   with pytest.raises(ValueError, match="2 words but 3 spans"):
     cached_word_graphs(str(tmp_path), predictor, [["a", "b"]], 5, texts=["a b c"],
                        word_spans=[np.array([[0, 1], [2, 3], [4, 5]])])
+
+
+def test_top_k_rows_by_hand():
+  block = np.array([[0.5, 0.3, 0.2, 0.0],      # 3 nonzeros, k 2: cut, renormalised
+                    [0.6, 0.0, 0.4, 0.0],      # 2 nonzeros: exact
+                    [0.0, 0.0, 0.0, 0.0],      # empty
+                    [0.25, 0.25, 0.25, 0.25]], np.float32)
+  sources, weights, kept = cache_lib.top_k_rows(block, 2)
+  assert sorted(sources[0]) == [0, 1] and sorted(sources[1]) == [0, 2]
+  np.testing.assert_allclose(sorted(weights[0]), [0.375, 0.625], rtol=1e-6)
+  np.testing.assert_array_equal(sorted(weights[1]), [np.float32(0.4), np.float32(0.6)])
+  np.testing.assert_array_equal(weights[2], [0, 0])
+  np.testing.assert_allclose(kept, [0.8, 1, 1, 0.5], rtol=1e-6)
+  np.testing.assert_allclose(weights[3].sum(), 1, rtol=1e-6)
+  dense = cache_lib.densify(sources, weights, (), 4, 2)
+  np.testing.assert_allclose(dense[0], [0.625, 0.375, 0, 0], rtol=1e-6)
+  np.testing.assert_array_equal(dense[1:3], block[1:3])
+  # k at least n: every source is kept, nothing changes
+  sources, weights, kept = cache_lib.top_k_rows(block, 6)
+  np.testing.assert_array_equal(cache_lib.densify(sources, weights, (), 4, 6), block)
+  assert (kept == 1).all()
+
+
+def test_sparse_cache_equals_dense_where_k_covers_the_nonzeros(predictor, tmp_path):
+  dense = cached_word_graphs(str(tmp_path), predictor, DATASET, W)
+  full, mask = dense.get(range(len(DATASET)))
+  k = int(np.count_nonzero(full, axis=-1).max())
+  assert 1 < k < W
+  sparse = cached_word_graphs(str(tmp_path), predictor, DATASET, W, top_k=k)
+  assert sparse.path != dense.path and "top_k" not in dense.meta
+  got, got_mask = sparse.get(range(len(DATASET)))
+  np.testing.assert_array_equal(got, full)                      # bit for bit
+  np.testing.assert_array_equal(got_mask, mask)
+  assert sparse.meta["mass_kept"]["mean"] == 1 and sparse.meta["mass_kept"]["min"] == 1
+  assert sparse.nbytes == sparse.meta["total_values"] * 3       # float16 + uint8 a slot
+  # the same mixtures and fused features
+  h = jnp.asarray(np.random.default_rng(1).standard_normal((len(DATASET), W, 6)), jnp.float32)
+  module = GraphTransfer(num_layers=predictor.config.num_graph_layers)
+  variables = module.init(jax.random.PRNGKey(0), h, full, mask)
+  np.testing.assert_array_equal(module.apply(variables, h, got, got_mask),
+                                module.apply(variables, h, full, mask))
+
+
+def test_sparse_cache_keeps_each_rows_top_k_and_reports_what_it_dropped(predictor, tmp_path):
+  dense = cached_word_graphs(str(tmp_path), predictor, DATASET, W, dtype="float32")
+  full, _ = dense.get(range(len(DATASET)))
+  sparse = cached_word_graphs(str(tmp_path), predictor, DATASET, W, top_k=2,
+                              dtype="float32")
+  got, _ = sparse.get(range(len(DATASET)))
+  want = np.zeros_like(full)
+  kept = []
+  for index in np.ndindex(full.shape[:-1]):
+    row = full[index]
+    if not row.any():
+      continue
+    top = np.argsort(-row, kind="stable")[:2]
+    share = row[top].sum() / row.sum()
+    want[index][top] = row[top] / (row[top].sum() if np.count_nonzero(row) > 2 else 1)
+    kept.append(share if np.count_nonzero(row) > 2 else 1.0)
+  ties = np.count_nonzero(got, axis=-1) != np.count_nonzero(want, axis=-1)
+  assert not ties.any()
+  np.testing.assert_allclose(got, want, rtol=1e-6, atol=1e-7)
+  assert min(kept) < 1
+  np.testing.assert_allclose(sparse.meta["mass_kept"]["mean"], np.mean(kept), rtol=1e-5)
+  np.testing.assert_allclose(sparse.meta["mass_kept"]["min"], min(kept), rtol=1e-5)
+  assert sparse.meta["mass_kept"]["rows"] == len(kept)
+  with pytest.raises(ValueError, match="top_k"):
+    cached_word_graphs(str(tmp_path), predictor, DATASET, W, top_k=0)

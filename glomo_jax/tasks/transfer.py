@@ -111,6 +111,7 @@ def run_transfer(config: TransferConfig, workdir: str, *, devices=None,
     t0 = time.time()
     graphs = TaskGraphs.build(root, predictor, data, config.max_words,
                               dtype=config.graph_cache_dtype,
+                              top_k=config.graph_cache_topk,
                               batch_size=config.graph_batch_size,
                               self_loops=config.graph_self_loops,
                               raw_text=config.graph_text == "raw")

@@ -9,9 +9,10 @@ Key: sha256 of the canonical JSON of {format_version, export content_sha256
 tokenizer fingerprint, dataset fingerprint (`dataset_fingerprint`: every word
 of every example, in order), text fingerprint (`text_fingerprint` of the raw
 texts and word spans the predictor reads, or null when it reads the words
-joined by spaces), max_words, max_pieces, self_loops, dtype}. The
-cache lives in ``<root>/<key>/``, so another export, dataset or option never
-reads a stale one; the manifest inside is checked against the request too.
+joined by spaces), max_words, max_pieces, self_loops, dtype, and top_k
+when given}. The cache lives in ``<root>/<key>/``, so another export,
+dataset or option never reads a stale one; the manifest inside is checked
+against the request too.
 
 Format (format_version 1), in ``<root>/<key>/``::
 
@@ -21,6 +22,19 @@ Format (format_version 1), in ``<root>/<key>/``::
   offsets.npy   int64 [N + 1]: example i's values are graphs.npy[offsets[i]:
                 offsets[i+1]] = its [2L, K, n_i, n_i] block, C order
   graphs.npy    1-d array, 'float16' (default) or 'float32'
+
+Sparse (``top_k=k``): each row keeps its k largest sources,
+
+  indices.npy   uint8 (max_words ≤ 256) or uint16, 1-d: the sources of each row
+  graphs.npy    their weights; example i's rows are [offsets[i]:offsets[i+1]]
+                / k, its [2L, K, n_i] rows of k slots each, C order
+
+with offsets counting values (2L·K·n_i·k per example). Slots past a row's
+nonzeros hold weight 0. A row with more than k nonzero sources loses the
+rest and is renormalised to sum to 1 (meta.json records the share of weight
+the kept sources had: `mass_kept` mean and minimum over the nonzero rows);
+where k covers every nonzero source the values are those of the dense cache,
+bit for bit. Bytes per row: k · (1 or 2 + 2) against n_i · 2 dense.
 
 Only the n_i × n_i block of real words is stored (rows and columns of padding
 words are exactly 0 on the fly), so short examples cost little. float32
@@ -53,6 +67,7 @@ logger = logging.getLogger(__name__)
 FORMAT_VERSION = 1
 DTYPES = ("float16", "float32")
 META, LENGTHS, OFFSETS, GRAPHS = "meta.json", "lengths.npy", "offsets.npy", "graphs.npy"
+INDICES = "indices.npy"
 
 
 def dataset_fingerprint(word_lists: Sequence[Sequence[str]]) -> str:
@@ -82,14 +97,17 @@ def text_fingerprint(texts: Sequence[str], word_spans: Sequence) -> str:
 
 
 def _request(predictor, tokenizer, word_lists, max_words, max_pieces, self_loops,
-             dtype, texts=None, word_spans=None) -> dict:
+             dtype, texts=None, word_spans=None, top_k=None) -> dict:
   content = (getattr(predictor, "manifest", None) or {}).get("content_sha256")
   if not content:
     raise ValueError("the predictor has no manifest['content_sha256'] (load it with "
                      "glomo_jax.export.load_graph_predictor): a cache cannot be keyed")
   if dtype not in DTYPES:
     raise ValueError(f"dtype must be one of {list(DTYPES)}, got {dtype!r}")
-  return {"format_version": FORMAT_VERSION, "content_sha256": content,
+  if top_k is not None and not 1 <= int(top_k) <= 65535:
+    raise ValueError(f"top_k must be None (dense) or in [1, 65535], got {top_k}")
+  sparse = {} if top_k is None else {"top_k": int(top_k)}   # dense keys stay as before
+  return {**sparse, "format_version": FORMAT_VERSION, "content_sha256": content,
           "tokenizer_fingerprint": tokenizer.fingerprint,
           "dataset_fingerprint": dataset_fingerprint(word_lists),
           "text_fingerprint": (None if texts is None
@@ -120,23 +138,35 @@ class WordGraphCache:
     self.lengths = np.load(os.path.join(path, LENGTHS))
     self.offsets = np.load(os.path.join(path, OFFSETS))
     self._values = np.load(os.path.join(path, GRAPHS), mmap_mode="r")
+    self.top_k = self.meta.get("top_k")
+    self._indices = (None if self.top_k is None else
+                     np.load(os.path.join(path, INDICES), mmap_mode="r"))
     self.max_words = int(self.meta["max_words"])
     self.graph_prefix = tuple(self.meta["graph_prefix"])
     per = int(np.prod(self.graph_prefix))
-    expected = np.concatenate([[0], np.cumsum(per * self.lengths.astype(np.int64) ** 2)])
+    n = self.lengths.astype(np.int64)
+    row_values = n ** 2 if self.top_k is None else n * self.top_k
+    expected = np.concatenate([[0], np.cumsum(per * row_values)])
     if (len(self.lengths) != self.meta["num_examples"] or
         not np.array_equal(self.offsets, expected) or
         self._values.shape != (int(expected[-1]),) or
-        str(self._values.dtype) != self.meta["dtype"]):
+        str(self._values.dtype) != self.meta["dtype"] or
+        (self._indices is not None and self._indices.shape != self._values.shape)):
       raise ValueError(f"corrupt graph cache at {path}: its arrays do not match "
                        f"{META}")
+
+  @property
+  def nbytes(self) -> int:
+    """Bytes of the stored graphs (values, and indices when sparse)."""
+    return self._values.nbytes + (0 if self._indices is None else self._indices.nbytes)
 
   def __len__(self) -> int:
     return len(self.lengths)
 
   def __repr__(self):
+    sparse = "" if self.top_k is None else f", top {self.top_k} sources a row"
     return (f"WordGraphCache({len(self)} examples, W={self.max_words}, "
-            f"{self.meta['dtype']}, path={self.path!r})")
+            f"{self.meta['dtype']}{sparse}, path={self.path!r})")
 
   def get(self, indices, length: int | None = None) -> tuple[np.ndarray, np.ndarray]:
     """Graphs and word masks of some examples.
@@ -162,17 +192,62 @@ class WordGraphCache:
     mask = np.zeros((len(indices), w), bool)
     for row, i in enumerate(indices):
       n = int(self.lengths[i])
-      block = self._values[self.offsets[i]:self.offsets[i + 1]]
-      graphs[row, ..., :n, :n] = block.reshape(*self.graph_prefix, n, n)
+      values = self._values[self.offsets[i]:self.offsets[i + 1]]
+      if self.top_k is None:
+        graphs[row, ..., :n, :n] = values.reshape(*self.graph_prefix, n, n)
+      else:
+        sources = self._indices[self.offsets[i]:self.offsets[i + 1]]
+        graphs[row, ..., :n, :n] = densify(sources, values, self.graph_prefix, n,
+                                           self.top_k)
       mask[row, :n] = True
     return graphs, mask
+
+
+def top_k_rows(block: np.ndarray, k: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+  """The k largest sources of each row of `block` [..., n, n].
+
+  Returns (sources int [..., n, k], weights float32 [..., n, k], kept float32
+  [..., n]): a row with more than k nonzero weights keeps its k largest,
+  renormalised to sum to 1, and `kept` is the share of its weight they had;
+  other rows are unchanged (kept 1; their slots past the nonzeros have
+  weight 0 and source 0).
+  """
+  n = block.shape[-1]
+  block = np.asarray(block, np.float32)
+  if k >= n:
+    sources = np.broadcast_to(np.arange(n), block.shape).copy()
+    weights = block
+  else:
+    sources = np.argpartition(-block, k - 1, axis=-1)[..., :k]
+    weights = np.take_along_axis(block, sources, axis=-1)
+  pad = k - sources.shape[-1]
+  if pad > 0:
+    sources = np.concatenate([sources, np.zeros(sources.shape[:-1] + (pad,), sources.dtype)], -1)
+    weights = np.concatenate([weights, np.zeros(weights.shape[:-1] + (pad,), np.float32)], -1)
+  sources = np.where(weights > 0, sources, 0)
+  total, kept_sum = block.sum(-1), weights.sum(-1)
+  cut = np.count_nonzero(block, axis=-1) > k
+  kept = np.where(cut, kept_sum / np.where(total > 0, total, 1), 1.0).astype(np.float32)
+  scale = np.where(cut, 1 / np.where(kept_sum > 0, kept_sum, 1), 1.0)
+  return sources, (weights * scale[..., None]).astype(np.float32), kept
+
+
+def densify(sources, weights, prefix: tuple, n: int, k: int) -> np.ndarray:
+  """Stored rows (flat `sources` and `weights` of [*prefix, n, k]) -> the
+  dense block float32 [*prefix, n, n]."""
+  sources = np.asarray(sources, np.int64).reshape(*prefix, n, k)
+  weights = np.asarray(weights, np.float32).reshape(*prefix, n, k)
+  dense = np.zeros((*prefix, n, n + 1), np.float32)       # column n: the empty slots
+  np.put_along_axis(dense, np.where(weights > 0, sources, n), weights, axis=-1)
+  return dense[..., :n]
 
 
 def cached_word_graphs(root: str, predictor, word_lists: Sequence[Sequence[str]],
                        max_words: int, *, tokenizer=None, batch_size: int = 32,
                        dtype: str = "float16", max_pieces: int | None = None,
                        self_loops: bool = False, texts: Sequence[str] | None = None,
-                       word_spans: Sequence | None = None) -> WordGraphCache:
+                       word_spans: Sequence | None = None,
+                       top_k: int | None = None) -> WordGraphCache:
   """Opens the cache of this (export, dataset, options), building it if absent.
 
   Args:
@@ -188,6 +263,8 @@ def cached_word_graphs(root: str, predictor, word_lists: Sequence[Sequence[str]]
       end) characters in it (int [n_i, 2]); given, the predictor reads the
       texts as written and its pieces go to words by characters
       (`align.text_graphs`); None: it reads the words joined by spaces.
+    top_k: None stores the graphs dense; k stores each row's k largest
+      sources (module docstring: exact where k covers a row's nonzeros).
 
   Returns:
     the opened `WordGraphCache`; ``cache.get(range(i, i + b))`` equals
@@ -215,7 +292,7 @@ def cached_word_graphs(root: str, predictor, word_lists: Sequence[Sequence[str]]
       raise ValueError(f"example {bad}: {len(word_lists[bad])} words but "
                        f"{len(word_spans[bad])} spans")
   request = _request(predictor, tokenizer, word_lists, max_words, max_pieces,
-                     self_loops, dtype, texts, word_spans)
+                     self_loops, dtype, texts, word_spans, top_k)
   key = cache_key(request)
   path = os.path.join(os.path.abspath(root), key)
   if not os.path.isfile(os.path.join(path, META)):
@@ -235,7 +312,9 @@ def _build(path, request, predictor, tokenizer, word_lists, batch_size, texts=No
   per = prefix[0] * prefix[1]
   max_words = request["max_words"]
   lengths = np.array([min(len(words), max_words) for words in word_lists], np.int32)
-  offsets = np.concatenate([[0], np.cumsum(per * lengths.astype(np.int64) ** 2)])
+  k = request.get("top_k")
+  row_values = lengths.astype(np.int64) ** 2 if k is None else lengths.astype(np.int64) * k
+  offsets = np.concatenate([[0], np.cumsum(per * row_values)])
   parent = os.path.dirname(path)
   os.makedirs(parent, exist_ok=True)
   tmp = os.path.join(parent, f".{os.path.basename(path)}.tmp-{uuid.uuid4().hex[:12]}")
@@ -244,6 +323,10 @@ def _build(path, request, predictor, tokenizer, word_lists, batch_size, texts=No
     values = np.lib.format.open_memmap(os.path.join(tmp, GRAPHS), mode="w+",
                                        dtype=request["dtype"],
                                        shape=(int(offsets[-1]),))
+    sources = None if k is None else np.lib.format.open_memmap(
+        os.path.join(tmp, INDICES), mode="w+", dtype=np.uint8 if max_words <= 256 else np.uint16,
+        shape=(int(offsets[-1]),))
+    kept_sum, kept_min, kept_rows = 0.0, 1.0, 0
     # shortest texts first: batches of similar length pad little and compile
     # few shapes (the word axis is each batch's longest text, a multiple of
     # 32: the alignment costs O(words · pieces²) per graph)
@@ -270,12 +353,25 @@ def _build(path, request, predictor, tokenizer, word_lists, batch_size, texts=No
         block = graphs[row, ..., :n, :n]
         if np.count_nonzero(graphs[row]) != np.count_nonzero(block):
           raise RuntimeError("word_graphs put weight outside the example's words")
-        values[offsets[i]:offsets[i + 1]] = block.reshape(-1)
+        if k is None:
+          values[offsets[i]:offsets[i + 1]] = block.reshape(-1)
+          continue
+        top, weights, kept = top_k_rows(block, k)
+        values[offsets[i]:offsets[i + 1]] = weights.reshape(-1)
+        sources[offsets[i]:offsets[i + 1]] = top.reshape(-1)
+        kept = kept[block.sum(-1) > 0]
+        kept_sum, kept_rows = kept_sum + float(kept.sum()), kept_rows + kept.size
+        kept_min = min(kept_min, float(kept.min(initial=1.0)))
     values.flush()
     del values
+    if sources is not None:
+      sources.flush()
+      del sources
     np.save(os.path.join(tmp, LENGTHS), lengths)
     np.save(os.path.join(tmp, OFFSETS), offsets)
-    meta = dict(request, key=os.path.basename(path), num_examples=len(lengths),
+    sparse = {} if k is None else {"mass_kept": {
+        "mean": kept_sum / max(kept_rows, 1), "min": kept_min, "rows": kept_rows}}
+    meta = dict(request, **sparse, key=os.path.basename(path), num_examples=len(lengths),
                 graph_prefix=list(prefix), total_values=int(offsets[-1]),
                 created=datetime.datetime.now(datetime.timezone.utc).isoformat(
                     timespec="seconds"))
