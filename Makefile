@@ -19,7 +19,7 @@ install-test: $(BIN)/python
 # 8 fake CPU devices for the sharding tests; 2 workers (CI has 2 cores).
 test: install-test
 	JAX_PLATFORMS=cpu XLA_FLAGS=--xla_force_host_platform_device_count=8 \
-	  $(BIN)/python -m pytest -q -n 2 tests
+	  $(BIN)/python -m pytest -q -n 2 --durations=15 tests
 
 demo: install
 	$(BIN)/python -m experiments.demo --workdir=runs/demo
