@@ -16,7 +16,9 @@ Stages, in order (each is skipped once done; `--stages` picks some):
              English EWT dev trees, a drawing of one sentence's graphs
   imdb, mnli baseline / uniform / GLoMo (embeddings) × seeds at the CPU-scale
              task settings of experiments/RESULTS.md (the same runs, another
-             predictor): one run builds the graph cache, then the grid
+             predictor): one run builds the graph cache, then the grid (on
+             an H100 the paper's predictor built IMDB's at 3.7–5.3 reviews/s,
+             about 25 min: benchmarks/RESULTS.md)
 
 An invocation stops at `--budget_minutes`: the running stage gets SIGTERM
 (pretraining and every transfer run save a checkpoint on it) and the next
