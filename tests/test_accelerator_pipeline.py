@@ -4,7 +4,6 @@ import json
 import os
 import subprocess
 import sys
-import time
 
 import pytest
 
@@ -49,29 +48,50 @@ def test_stages_resume_across_invocations_and_report(tmp_path):
   assert sorted(os.listdir(out)) == ["graphs.png", "report.md"]       # nothing else leaves
 
 
-def test_work_running_at_the_deadline_gets_sigterm_then_sigkill(tmp_path, monkeypatch):
-  sys.path.insert(0, REPO)
-  from experiments import accelerator_pipeline as ap
-  monkeypatch.setattr(ap, "_GRACE", 2.0)
-  pipeline = ap.Pipeline(str(tmp_path / "data"), str(tmp_path / "w"), "tiny",
-                         deadline=time.time() + 3600)
-  saved = tmp_path / "saved"
-  polite = ("import signal, sys, time\n"
-            "def save(*_):\n"
-            f"  open({str(saved)!r}, 'w').write('step 7')\n"
-            "  sys.exit(0)\n"
-            "signal.signal(signal.SIGTERM, save)\n"
-            "print('training', flush=True)\n"
-            "time.sleep(60)\n")
-  began = time.time()
-  status, log = pipeline.run("polite", [sys.executable, "-c", polite], until=time.time() + 2)
-  assert status is None and saved.read_text() == "step 7" and "training" in log
-  assert time.time() - began < 10
-  stubborn = "import signal, time; signal.signal(signal.SIGTERM, signal.SIG_IGN); time.sleep(60)"
-  began = time.time()
-  status, _ = pipeline.run("stubborn", [sys.executable, "-c", stubborn], until=time.time() + 1)
-  assert status is None and time.time() - began < 10       # killed after the grace period
-  status, log = pipeline.run("quick", [sys.executable, "-c", "print('ok')"])
-  assert status == 0 and "ok" in log
-  with pytest.raises(ChildProcessError, match="failed .exit 3"):
-    pipeline.run("broken", [sys.executable, "-c", "raise SystemExit(3)"])
+# run in its own process: the pipeline module defines absl flags (--data, ...)
+# that other entry points imported into a test worker define too
+DEADLINE_CHECKS = r"""
+import json, sys, time
+from experiments import accelerator_pipeline as ap
+ap._GRACE = 2.0
+root = sys.argv[1]
+pipeline = ap.Pipeline(root + "/data", root + "/w", "tiny", deadline=time.time() + 3600)
+saved = root + "/saved"
+polite = ("import signal, sys, time\n"
+          "def save(*_):\n"
+          f"  open({saved!r}, 'w').write('step 7')\n"
+          "  sys.exit(0)\n"
+          "signal.signal(signal.SIGTERM, save)\n"
+          "print('training', flush=True)\n"
+          "time.sleep(60)\n")
+out = {}
+t = time.time()
+status, log = pipeline.run("polite", [sys.executable, "-c", polite], until=time.time() + 2)
+out["polite"] = [status, open(saved).read(), "training" in log, time.time() - t]
+stubborn = "import signal, time; signal.signal(signal.SIGTERM, signal.SIG_IGN); time.sleep(60)"
+t = time.time()
+status, _ = pipeline.run("stubborn", [sys.executable, "-c", stubborn], until=time.time() + 1)
+out["stubborn"] = [status, time.time() - t]
+status, log = pipeline.run("quick", [sys.executable, "-c", "print('ok')"])
+out["quick"] = [status, "ok" in log]
+try:
+  pipeline.run("broken", [sys.executable, "-c", "raise SystemExit(3)"])
+except ChildProcessError as e:
+  out["broken"] = str(e)
+print(json.dumps(out))
+"""
+
+
+def test_work_running_at_the_deadline_gets_sigterm_then_sigkill(tmp_path):
+  done = subprocess.run([sys.executable, "-c", DEADLINE_CHECKS, str(tmp_path)], cwd=REPO,
+                        capture_output=True, text=True, timeout=120)
+  assert done.returncode == 0, done.stderr[-3000:]
+  out = json.loads(done.stdout.strip().splitlines()[-1])
+  status, saved, logged, seconds = out["polite"]
+  assert status is None and saved == "step 7" and logged and seconds < 10
+  status, seconds = out["stubborn"]
+  assert status is None and seconds < 10                  # killed after the grace period
+  assert out["quick"] == [0, True]
+  assert "broken failed (exit 3" in out["broken"]
+
+
