@@ -108,14 +108,14 @@ def cache_sizes(args, predictor, texts, words, spans) -> list[dict]:
 def one_pass(args, predictor, texts, spans, lengths, order):
   """One pass over the texts as the cache builds them: (seconds, seconds by
   phase, distinct (P, W) shapes)."""
-  from glomo_jax.io import round_up  # noqa: PLC0415
   from glomo_jax.transfer.align import _align_jit, encode_texts  # noqa: PLC0415
+  from glomo_jax.transfer.cache import batch_width  # noqa: PLC0415
   phases = dict(encode=0.0, predict=0.0, align=0.0, fetch=0.0, store=0.0)
   shapes = set()
   began = time.perf_counter()
   for start in range(0, len(order), args.batch):
     rows = order[start:start + args.batch]
-    width = min(args.max_words, round_up(max(1, int(lengths[rows].max())), 32))
+    width = batch_width(lengths[rows], args.max_words)
     t = time.perf_counter()
     tokens, mask, unit, _ = encode_texts(predictor.tokenizer, [texts[i] for i in rows],
                                          [spans[i][:width] for i in rows], width,

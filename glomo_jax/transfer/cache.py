@@ -305,6 +305,12 @@ def cached_word_graphs(root: str, predictor, word_lists: Sequence[Sequence[str]]
   return cache
 
 
+def batch_width(lengths, max_words: int) -> int:
+  """The word axis W of one build batch: its longest example, rounded up to
+  a multiple of 32 (few shapes to compile), at most max_words."""
+  return min(max_words, round_up(max(1, int(np.max(lengths))), 32))
+
+
 def _build(path, request, predictor, tokenizer, word_lists, batch_size, texts=None,
            word_spans=None, progress_every_s: float = 30.0) -> None:
   config = predictor.config
@@ -339,7 +345,7 @@ def _build(path, request, predictor, tokenizer, word_lists, batch_size, texts=No
         logger.info("graph cache: %d/%d examples, %.1f examples/s", start, len(word_lists),
                     rate)
       rows = order[start:start + batch_size]
-      width = min(max_words, round_up(max(1, int(lengths[rows].max())), 32))
+      width = batch_width(lengths[rows], max_words)
       options = dict(max_pieces=request["max_pieces"], self_loops=request["self_loops"])
       if texts is None:
         graphs, _ = word_graphs(predictor, tokenizer,
