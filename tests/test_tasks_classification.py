@@ -108,8 +108,18 @@ def test_esim_with_graphs_from_a_real_predictor(tiny_export, tmp_path):
   for f in data.text_fields:
     got = graphs.batch("matched", f, batch["index"], batch[f + "_mask"].sum(1), 10)
     want, _ = word_graphs(predictor, None, [data["matched"].texts[f][i] for i in (3, 0)], 10)
-    assert got.shape == (2, 4, 4, 10, 10) and got.any()
+    assert got.shape == (2, 4, 4, 10, 10) and got.any() and got.dtype == np.float32
     np.testing.assert_allclose(got, want, rtol=1e-6, atol=1e-7)
+  # the run's float16 caches: batches in float16, as stored; a padding row is 0
+  half = TaskGraphs.build(str(workdir / "graph_cache"), predictor, data, 10,
+                          raw_text=config.graph_text == "raw")
+  assert len(os.listdir(workdir / "graph_cache")) == 4 * 2 * 2
+  lengths = batch["premise_mask"].sum(1)
+  padded = half.batch("matched", "premise", np.array([3, -1]), lengths, 10)
+  whole = half.batch("matched", "premise", batch["index"], lengths, 10)
+  assert padded.dtype == whole.dtype == np.float16
+  np.testing.assert_array_equal(padded[0], whole[0])
+  assert whole[1].any() and not padded[1].any()
   lengths = batch["premise_mask"].sum(1)
   with pytest.raises(ValueError, match="holds 3 examples"):
     TaskGraphs({"matched": graphs.caches["mismatched"]}).batch(

@@ -156,6 +156,9 @@ def test_cache_float16_within_half_precision(predictor, tmp_path, monkeypatch, c
   got, _ = cache.get(range(4))
   assert not np.array_equal(got, fly)                          # it is rounded
   np.testing.assert_allclose(got, fly, rtol=2.0 ** -11, atol=2.0 ** -25)
+  stored, _ = cache.get(range(4), dtype="float16")               # as stored, not converted
+  assert stored.dtype == np.float16
+  np.testing.assert_array_equal(stored.astype(np.float32), got)
 
 
 def test_stale_caches_are_never_reused(predictor, tmp_path):
@@ -271,6 +274,8 @@ def test_sparse_cache_equals_dense_where_k_covers_the_nonzeros(predictor, tmp_pa
   assert sparse.path != dense.path and "top_k" not in dense.meta
   got, got_mask = sparse.get(range(len(DATASET)))
   np.testing.assert_array_equal(got, full)                      # bit for bit
+  np.testing.assert_array_equal(sparse.get(range(len(DATASET)), dtype="float16")[0],
+                                dense.get(range(len(DATASET)), dtype="float16")[0])
   np.testing.assert_array_equal(got_mask, mask)
   assert sparse.meta["mass_kept"]["mean"] == 1 and sparse.meta["mass_kept"]["min"] == 1
   assert sparse.nbytes == sparse.meta["total_values"] * 3       # float16 + uint8 a slot

@@ -168,7 +168,8 @@ class WordGraphCache:
     return (f"WordGraphCache({len(self)} examples, W={self.max_words}, "
             f"{self.meta['dtype']}{sparse}, path={self.path!r})")
 
-  def get(self, indices, length: int | None = None) -> tuple[np.ndarray, np.ndarray]:
+  def get(self, indices, length: int | None = None, dtype="float32"
+          ) -> tuple[np.ndarray, np.ndarray]:
     """Graphs and word masks of some examples.
 
     Args:
@@ -176,10 +177,12 @@ class WordGraphCache:
         slice.
       length: W of the output (default max_words); at least the longest of
         these examples (a batch's padded length: only it is allocated).
+      dtype: of the graphs returned; the stored dtype (`meta['dtype']`)
+        copies the stored values without converting them.
 
     Returns:
-      graphs float32 [n, 2L, K, W, W] (zero outside each example's words) and
-      mask bool [n, W].
+      graphs [n, 2L, K, W, W] of `dtype` (zero outside each example's words)
+      and mask bool [n, W].
     """
     if not isinstance(indices, slice):
       indices = np.asarray(indices, dtype=np.int64).reshape(-1)
@@ -188,7 +191,7 @@ class WordGraphCache:
     longest = int(self.lengths[indices].max(initial=0))
     if longest > w:
       raise ValueError(f"length {w} is shorter than an example's {longest} words")
-    graphs = np.zeros((len(indices), *self.graph_prefix, w, w), np.float32)
+    graphs = np.zeros((len(indices), *self.graph_prefix, w, w), dtype)
     mask = np.zeros((len(indices), w), bool)
     for row, i in enumerate(indices):
       n = int(self.lengths[i])
@@ -198,7 +201,7 @@ class WordGraphCache:
       else:
         sources = self._indices[self.offsets[i]:self.offsets[i + 1]]
         graphs[row, ..., :n, :n] = densify(sources, values, self.graph_prefix, n,
-                                           self.top_k)
+                                           self.top_k, dtype)
       mask[row, :n] = True
     return graphs, mask
 
@@ -232,12 +235,12 @@ def top_k_rows(block: np.ndarray, k: int) -> tuple[np.ndarray, np.ndarray, np.nd
   return sources, (weights * scale[..., None]).astype(np.float32), kept
 
 
-def densify(sources, weights, prefix: tuple, n: int, k: int) -> np.ndarray:
+def densify(sources, weights, prefix: tuple, n: int, k: int, dtype="float32") -> np.ndarray:
   """Stored rows (flat `sources` and `weights` of [*prefix, n, k]) -> the
-  dense block float32 [*prefix, n, n]."""
+  dense block [*prefix, n, n] of `dtype`."""
   sources = np.asarray(sources, np.int64).reshape(*prefix, n, k)
-  weights = np.asarray(weights, np.float32).reshape(*prefix, n, k)
-  dense = np.zeros((*prefix, n, n + 1), np.float32)       # column n: the empty slots
+  weights = np.asarray(weights).reshape(*prefix, n, k)
+  dense = np.zeros((*prefix, n, n + 1), dtype)            # column n: the empty slots
   np.put_along_axis(dense, np.where(weights > 0, sources, n), weights, axis=-1)
   return dense[..., :n]
 
