@@ -281,9 +281,10 @@ def test_padding_never_reaches_real_scores(glomo):
                       hidden=5, dense=6, glomo=glomo, transfer_layers=2, transfer_features=3)
   inputs = reader_inputs(rng, 3, 9, 5, [9, 4, 6], [5, 2, 3], graphs=glomo != "none")
   variables = model.init(jax.random.key(0), **inputs)
-  start, end = model.apply(variables, **inputs)
+  apply = jax.jit(lambda v, x: model.apply(v, **x))
+  start, end = apply(variables, inputs)
   more = pad_more(inputs, 6, rng)
-  start2, end2 = model.apply(variables, **more)
+  start2, end2 = apply(variables, more)
   mask = inputs["context_mask"]
   np.testing.assert_allclose(np.where(mask, start, 0), np.where(mask, start2[:, :9], 0),
                              rtol=2e-5, atol=2e-6)
@@ -304,8 +305,8 @@ def test_graphs_and_word_vectors_get_no_gradient():
         **inputs, "context_graphs": context_graphs, "question_graphs": question_graphs})
     return jax.nn.log_softmax(start)[:, 1].sum() + jax.nn.log_softmax(end)[:, 2].sum()
 
-  grads = jax.grad(loss, argnums=(0, 1, 2))(variables["params"], inputs["context_graphs"],
-                                           inputs["question_graphs"])
+  grads = jax.jit(jax.grad(loss, argnums=(0, 1, 2)))(
+      variables["params"], inputs["context_graphs"], inputs["question_graphs"])
   assert not np.asarray(grads[1]).any() and not np.asarray(grads[2]).any()
   assert not np.asarray(grads[0]["embed"]["embedding"]).any()       # fixed GloVe table
   assert np.asarray(grads[0]["transfer"]["fusion"]["gate"]["kernel"]).any()
