@@ -5,20 +5,12 @@ import os
 import random
 import signal
 import subprocess
-import tempfile
 import time
 
 os.environ.setdefault("JAX_PLATFORMS", "cpu")
 if "xla_force_host_platform_device_count" not in os.environ.get("XLA_FLAGS", ""):
   os.environ["XLA_FLAGS"] = (os.environ.get("XLA_FLAGS", "") +
                              " --xla_force_host_platform_device_count=8").strip()
-
-# One persistent compilation cache for the session: pytest-xdist's workers and
-# the entry points the tests start load a program another test compiled
-# (the tiny configs repeat) instead of compiling it again.
-os.environ.setdefault("JAX_COMPILATION_CACHE_DIR", os.path.join(
-    tempfile.gettempdir(),
-    f"glomo_jax_tests_{os.environ.get('PYTEST_XDIST_TESTRUNUID') or os.getpid()}"))
 
 import jax  # noqa: E402
 import jax.numpy as jnp  # noqa: E402

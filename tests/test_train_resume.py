@@ -41,17 +41,11 @@ def run(cmd, **kw):
 
 def test_sigkill_at_a_random_moment_then_resume_gives_identical_params(tmp_path):
   straight, killed = str(tmp_path / "straight"), str(tmp_path / "killed")
-  default_cache = {k: v for k, v in os.environ.items() if k != "JAX_COMPILATION_CACHE_DIR"}
-  out = run(pretrain_cmd(straight, export=True), env=default_cache)
+  out = run(pretrain_cmd(straight, export=True))
   assert out.returncode == 0, out.stderr[-3000:]
-  # the compiled steps went to <workdir>/compile_cache (experiments.pretrain default);
-  # the killed run and its resumption load them from there
-  cache = os.path.join(straight, "compile_cache")
-  assert os.listdir(cache)
 
-  kill_during_run(pretrain_cmd(killed) + [f"--compilation_cache_dir={cache}"],
-                  os.path.join(killed, "checkpoints"), STEPS - 2)
-  out = run(pretrain_cmd(killed) + [f"--compilation_cache_dir={cache}"])
+  kill_during_run(pretrain_cmd(killed), os.path.join(killed, "checkpoints"), STEPS - 2)
+  out = run(pretrain_cmd(killed))
   assert out.returncode == 0, out.stderr[-3000:]
   assert "resumed from the checkpoint at step" in out.stderr
 
@@ -59,6 +53,8 @@ def test_sigkill_at_a_random_moment_then_resume_gives_identical_params(tmp_path)
   assert int(a["step"]) == int(b["step"]) == STEPS
   assert_trees_equal(a, b)
   assert os.listdir(os.path.join(killed, "tensorboard"))
+  # the compiled steps went to <workdir>/compile_cache (experiments.pretrain default)
+  assert os.listdir(os.path.join(straight, "compile_cache"))
   export_matches_the_trained_model(straight, a)
 
 
