@@ -17,9 +17,10 @@ training examples are read (the grids read 8,000). A variant is 'baseline',
 
 What is timed per batch is what the training loop does (`task_timing`):
 build the batch on the host (`ClassificationTask.device_batch`, with the
-word graphs gathered from the memory-mapped cache), the jitted step
-(`train.step.train_step`: forward, backward, Adam), the loss fetched; and
-the jitted prediction (`eval_step`). The batches are a fixed list drawn as
+word graphs gathered from the memory-mapped cache) and dispatch the jitted
+step (`train.step.train_step`: forward, backward, Adam), overlapped as in
+the loop, the last loss fetched; and the jitted prediction (`eval_step`),
+each result fetched. The batches are a fixed list drawn as
 the loop draws them (shuffled) from the training subset; every shape is
 compiled before timing; the variants alternate within each round; a figure
 is the median over rounds. The graph caches are built once, timed (on the
@@ -50,8 +51,7 @@ from glomo_jax.tasks import TransferConfig  # noqa: E402
 from glomo_jax.tasks.batching import batch_order  # noqa: E402
 from glomo_jax.tasks.classification import ClassificationTask  # noqa: E402
 from glomo_jax.tasks.glove import embedding_matrix  # noqa: E402
-from glomo_jax.tasks.graphs import TaskGraphs  # noqa: E402
-from glomo_jax.tasks.transfer import build_model, load_task_data  # noqa: E402
+from glomo_jax.tasks.transfer import build_model, load_task_data, task_graphs  # noqa: E402
 
 RESULTS = os.path.join(os.path.dirname(os.path.abspath(__file__)), "results",
                        "transfer_speed.jsonl")
@@ -105,12 +105,8 @@ def main():
       from glomo_jax.export import load_graph_predictor  # noqa: PLC0415
       predictor = load_graph_predictor(args.predictor_export)
     began = time.perf_counter()
-    caches[top_k] = TaskGraphs.build(cache_root, predictor, data, config.max_words,
-                                     splits=["train"],      # what is timed reads train only
-                                     dtype=config.graph_cache_dtype, top_k=top_k,
-                                     batch_size=config.graph_batch_size,
-                                     self_loops=config.graph_self_loops,
-                                     raw_text=config.graph_text == "raw")
+    caches[top_k] = task_graphs(config.replace(graph_cache_topk=top_k), predictor, data,
+                                cache_root, splits=["train"])   # what is timed reads train
     seconds = time.perf_counter() - began
     texts = len(data.splits["train"]) * len(data.text_fields)
     per_text = caches[top_k].graph_prefix[0] * caches[top_k].graph_prefix[1]

@@ -81,6 +81,18 @@ def build_model(config: TransferConfig, data: TaskData, vocab_size: int, table,
   return ESIM(self_attention=m.self_attention, rnn_layers=m.rnn_layers, **common)
 
 
+def task_graphs(config: TransferConfig, predictor, data: TaskData, root: str,
+                splits=None) -> TaskGraphs:
+  """The predictor's word graphs of `data` (every split, or `splits`), cached
+  under `root` with the config's cache options (dtype, top-k, build batch,
+  self-loops, raw or space-joined text)."""
+  return TaskGraphs.build(root, predictor, data, config.max_words, splits=splits,
+                          dtype=config.graph_cache_dtype, top_k=config.graph_cache_topk,
+                          batch_size=config.graph_batch_size,
+                          self_loops=config.graph_self_loops,
+                          raw_text=config.graph_text == "raw")
+
+
 def run_transfer(config: TransferConfig, workdir: str, *, devices=None,
                  compilation_cache_dir: str | None = None) -> dict[str, Any]:
   """One transfer run (module docstring); returns (and writes) the
@@ -109,12 +121,7 @@ def run_transfer(config: TransferConfig, workdir: str, *, devices=None,
     predictor = load_graph_predictor(config.predictor_export)
     root = config.graph_cache_dir or os.path.join(workdir, "graph_cache")
     t0 = time.time()
-    graphs = TaskGraphs.build(root, predictor, data, config.max_words,
-                              dtype=config.graph_cache_dtype,
-                              top_k=config.graph_cache_topk,
-                              batch_size=config.graph_batch_size,
-                              self_loops=config.graph_self_loops,
-                              raw_text=config.graph_text == "raw")
+    graphs = task_graphs(config, predictor, data, root)
     logger.info("predictor %s (L=%d, K=%d); graph cache %s ready (%.1f s)",
                 config.predictor_export, predictor.config.num_graph_layers,
                 predictor.config.num_heads, root, time.time() - t0)
