@@ -14,12 +14,16 @@ model and each ablation, then measure each one the same way.
 Ablations (DESIGN.md; `--ablations` picks some): full; no_decouple (graphs
 from the feature predictor's own features); no_sparse (softmax instead of
 the squared ReLU); no_hierarchical (L = 1); no_unit_level (the sentence
-objective); no_sequence (D = 1). Each is pretrained for `--steps` steps in
-ROOT/NAME (the same batches, so the same token budget), and gets:
+objective); no_sequence (D = 1). Two more rows try the authors' other
+thresholds against dead heads: scalar_threshold (one learned θ per layer,
+their sparse_mode 2) and zero_threshold (θ = 0, their sparse_mode 1).
+Each is pretrained for `--steps` steps in ROOT/NAME (the same batches, so
+the same token budget), and gets:
 * the held-out loss per predicted token, comparable only between runs with
-  the same objective and D (full, no_decouple, no_sparse, no_hierarchical);
+  the same objective and D (all but no_unit_level and no_sequence);
 * the dead heads and the share of empty rows over all graph layers, from
-  the held-out evaluation (`glomo_jax.eval.row_health`);
+  the held-out evaluation (`glomo_jax.eval.row_health`), at the end and at
+  every evaluation (the second table: how heads die over steps);
 * with `--conllu`: the syntax alignment of the mean of all its heads
   (`experiments.syntax_alignment`'s 'fw+bw mean' row: head share, UUAS);
 * with `--transfer_config`: GLoMo on embeddings for every seed
@@ -60,8 +64,11 @@ ABLATIONS = {   # name -> model overrides
     "no_hierarchical": {"num_graph_layers": 1},
     "no_unit_level": {"objective": "sentence"},
     "no_sequence": {"context_length": 1},
+    "scalar_threshold": {"threshold": "scalar"},
+    "zero_threshold": {"threshold": "zero"},
 }
-COMPARABLE_LOSS = ("full", "no_decouple", "no_sparse", "no_hierarchical")
+COMPARABLE_LOSS = ("full", "no_decouple", "no_sparse", "no_hierarchical",
+                   "scalar_threshold", "zero_threshold")
 SUMMARY = "ablation.json"
 
 
@@ -75,6 +82,14 @@ def ablation_config(base: dict, name: str, steps: int | None):
   if steps is not None:
     values["num_steps"] = steps
   return PretrainConfig.from_dict(values)
+
+
+def row_health_totals(heldout: dict) -> dict:
+  """Dead heads over all graph layers and their mean share of empty rows,
+  from one held-out evaluation's per-layer metrics."""
+  empty = [v for k, v in heldout.items() if k.startswith("empty_rows_")]
+  return {"dead_heads": sum(v for k, v in heldout.items() if k.startswith("dead_heads_")),
+          "empty_rows": statistics.fmean(empty) if empty else None}
 
 
 def pretrain_and_measure(name: str, base: dict, root: str, steps: int | None,
@@ -97,12 +112,12 @@ def pretrain_and_measure(name: str, base: dict, root: str, steps: int | None,
   if summary["preempted"]:
     return None
   heldout = summary["eval"].get("heldout", {})
-  empty = [v for k, v in heldout.items() if k.startswith("empty_rows_")]
   record = {"ablation": name, "step": summary["step"], "export": summary["export"],
             "heldout_loss": heldout.get("loss"),
-            "dead_heads": sum(v for k, v in heldout.items() if k.startswith("dead_heads_")),
             "heads": 2 * config.model.num_graph_layers * config.model.num_heads,
-            "empty_rows": statistics.fmean(empty) if empty else None}
+            **row_health_totals(heldout),
+            "health_by_step": [{"step": e["step"], **row_health_totals(e["heldout"])}
+                               for e in summary["history"] if "heldout" in e]}
   if conllu:
     scores = score_treebank(list(read_conllu(conllu)),
                             {"": load_graph_predictor(summary["export"])})
@@ -139,6 +154,20 @@ def ablation_table(records: list[dict], transfer: dict[str, list[float]]) -> str
       "validation accuracy, mean ± sample std over seeds.\n")
 
 
+def health_table(records: list[dict]) -> str:
+  """Dead heads (and the mean share of empty rows) at every evaluation."""
+  steps = sorted({h["step"] for r in records for h in r.get("health_by_step", [])})
+  lines = ["| ablation | " + " | ".join(f"step {s}" for s in steps) + " |",
+           "|---|" + "---|" * len(steps)]
+  for r in records:
+    at = {h["step"]: h for h in r.get("health_by_step", [])}
+    cells = [f"{at[s]['dead_heads']:.0f} / {at[s]['empty_rows']:.2f}"
+             if s in at and at[s]["empty_rows"] is not None else "–" for s in steps]
+    lines.append(f"| {r['ablation']} | " + " | ".join(cells) + " |")
+  return "\n".join(lines) + ("\n\nDead heads (of all directions and layers) / mean "
+                             "share of empty rows, at each held-out evaluation.\n")
+
+
 def main(argv):
   extra = list(argv[1:])
   root = _ROOT.value
@@ -165,7 +194,7 @@ def main(argv):
     folder = os.path.join(root, "uniform")
     run_grid(_TRANSFER.value, folder, ["uniform"], _SEEDS.value, _PARALLEL.value, extra)
     transfer["uniform"] = transfer_accuracies(folder, "uniform")
-  text = ablation_table(records, transfer)
+  text = ablation_table(records, transfer) + "\n" + health_table(records)
   with open(os.path.join(root, "ablations.md"), "w", encoding="utf-8") as f:
     f.write(text)
   print(text)

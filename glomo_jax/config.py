@@ -57,7 +57,7 @@ def from_dict(cls, values: Mapping[str, Any], where: str | None = None):
 
 _CHOICES = {
     "norm": ("batch", "layer"),
-    "threshold": ("query", "scalar"),
+    "threshold": ("query", "scalar", "zero"),
     "sparsity": ("squared_relu", "softmax"),
     "composition": ("gru", "residual"),
     "objective": ("context", "sentence"),
@@ -81,8 +81,11 @@ class ModelConfig:
     key_layers, query_layers: depth of the key and query causal CNN stacks.
     kernel_size: width of the causal convolutions.
     norm: 'batch' (authors: BatchNorm over the T+k-1 conv outputs) or 'layer'.
-    threshold: 'query' (θ_j = w·q_j + c, authors' sparse_mode 4) or 'scalar'
-      (one learned bias per layer, the paper's Eq. 1).
+    threshold: 'query' (θ_j = w·q_j + c, authors' sparse_mode 4), 'scalar'
+      (one learned bias per layer, the paper's Eq. 1; authors' sparse_mode 2)
+      or 'zero' (θ = 0, a plain ReLU before squaring; authors' sparse_mode 1).
+      The last two are the remedies ablated against dead heads
+      (`experiments.ablations`).
     sparsity: 'squared_relu' (Eq. 1) or 'softmax' (the "− sparse" ablation).
     composition: 'gru' (one GRU cell shared by all layers, authors' default) or
       'residual' (F + G·Linear_l(F)).

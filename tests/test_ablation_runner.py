@@ -30,12 +30,19 @@ def test_ablation_runner_measures_each_ablation_and_resumes(tmp_path):
          "--config.optim.steps=2"]
   out = subprocess.run(cmd, cwd=REPO, capture_output=True, text=True, timeout=900)
   assert out.returncode == 0, out.stdout[-2000:] + out.stderr[-2000:]
-  rows = {line.split(" | ")[0][2:]: line for line in
-          (root / "ablations.md").read_text().splitlines() if line.startswith("| ")}
+  tables = [{line.split(" | ")[0][2:]: line for line in block.splitlines()
+             if line.startswith("| ")}
+            for block in (root / "ablations.md").read_text().split("\n\n")]
+  rows, health = tables[0], tables[2]
   assert {"full", "no_unit_level", "uniform graph (at transfer)"} <= set(rows)
   assert "not comparable" in rows["no_unit_level"] and "not comparable" not in rows["full"]
   unit = json.loads((root / "no_unit_level" / "ablation.json").read_text())
   assert unit["step"] == 3 and unit["heads"] == 2 * 2 * 4
+  # dead heads at every evaluation, the last one the record's own
+  assert [h["step"] for h in unit["health_by_step"]][-1] == 3
+  assert unit["health_by_step"][-1]["dead_heads"] == unit["dead_heads"]
+  assert health["ablation"].endswith("| step 3 |")
+  assert health["full"].count(" / ") == len(unit["health_by_step"])
   assert unit["syntax_sentences"] == 1 and 0 <= unit["syntax"]["uuas"] <= 1
   assert 0 <= unit["empty_rows"] <= 1
   config = json.loads((root / "no_unit_level" / "config.json").read_text())

@@ -68,6 +68,25 @@ def test_scalar_threshold_is_the_query_threshold_with_zero_weight():
   np.testing.assert_allclose(graphs_of(m1, v1, tok), graphs_of(m2, v2, tok), rtol=1e-6)
 
 
+def test_zero_threshold_is_the_query_threshold_at_zero():
+  base = ModelConfig.tiny()
+  m1, v1, tok = init_model(base)
+  m2, v2, _ = init_model(base.replace(threshold="zero"))
+  only_q, only_z = param_diff(v1, v2)
+  assert only_q == {f"graph_{d}/{n}" for d in ("fw", "bw")
+                    for n in ("threshold_kernel", "threshold_bias")}
+  assert only_z == set()
+  params = jax.tree_util.tree_map(lambda x: x, v1["params"])
+  for d in ("fw", "bw"):
+    for n in ("threshold_kernel", "threshold_bias"):
+      params[f"graph_{d}"][n] = jnp.zeros_like(params[f"graph_{d}"][n])
+  zeroed = graphs_of(m1, {**v1, "params": params}, tok)
+  g = graphs_of(m2, v2, tok)
+  np.testing.assert_allclose(zeroed, g, rtol=1e-6)
+  # a = ReLU(s)²: the query threshold at its initial values cuts other sources
+  assert not np.array_equal(graphs_of(m1, v1, tok) > 0, g > 0)
+
+
 def test_softmax_switch_changes_only_the_normalisation():
   base = ModelConfig.tiny()
   m1, v1, tok = init_model(base)

@@ -108,8 +108,9 @@ class GraphPredictor(nn.Module):
       if c.threshold == "query":
         self.threshold_kernel = self.param("threshold_kernel", fan_in_uniform(H), (L, H), pd)
         self.threshold_bias = self.param("threshold_bias", fan_in_uniform(H), (L,), pd)
-      else:
-        self.threshold_bias = self.param("threshold_bias", nn.initializers.zeros, (L,), pd)
+      elif c.threshold == "scalar":   # the authors' sparse_mode 2 starts at 1e-4
+        self.threshold_bias = self.param("threshold_bias", nn.initializers.constant(1e-4),
+                                         (L,), pd)
     # Same mask for every position of a sequence; a no-op at rate 0 or in eval.
     self.input_dropout = nn.Dropout(c.dropout, broadcast_dims=(1,))
 
@@ -192,7 +193,7 @@ class GraphPredictor(nn.Module):
         b_fold = b_fold + self.threshold_bias[layers].astype(gdt)[:, None]
         threshold = jnp.einsum("btd,dlk->blkt", queries.astype(gdt), w_fold)
         threshold = (threshold + b_fold[None, :, :, None])[..., None]
-      else:
+      elif c.threshold == "scalar":
         threshold = self.threshold_bias[layers].astype(gdt)[None, :, None, None, None]
     allowed = allowed_sources(length, mask, rows)
     if mask is not None:
