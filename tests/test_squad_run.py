@@ -61,18 +61,25 @@ def test_tiny_json_run_with_graphs_resumes_and_answers(tiny_export, tmp_path):
   with pytest.raises(ValueError, match="another config"):
     run_squad(config.replace(max_span=5), str(workdir), devices=ONE)
 
-  # graphs computed per batch equal the cached ones
+  # graphs computed per batch equal the cached ones; by default the predictor
+  # reads the texts as written, not the lower-cased words joined by spaces
   splits, _ = load_squad(config)
   predictor = load_graph_predictor(tiny_export)
   cached = squad_graphs(str(workdir / "graph_cache"), predictor, splits, config)
-  fly = squad_graphs("", predictor, splits, config.replace(graphs_on_the_fly=True))
+  words = config.replace(graph_text="words")
+  cached_words = squad_graphs(str(tmp_path / "words_cache"), predictor, splits, words)
   batch = make_squad_batch(splits["dev"], [0, 1, 7, 3], Vocabulary([]), Vocabulary([]),
                            max_context_words=21, length_multiple=8, batch_size=5)
   for field, rows in (("context", batch["paragraph"]), ("question", batch["index"])):
     args = ("dev", field, rows, batch[field + "_mask"].sum(1), batch[field].shape[1])
     want = cached.batch(*args)
     assert want[:4].any() and not want[4].any()
-    np.testing.assert_allclose(fly.batch(*args), want, rtol=1e-6, atol=1e-7)
+    assert not np.allclose(cached_words.batch(*args), want)
+    for c, reference in ((config, want), (words, cached_words.batch(*args))):
+      fly = squad_graphs("", predictor, splits, c.replace(graphs_on_the_fly=True))
+      np.testing.assert_allclose(fly.batch(*args), reference, rtol=1e-6, atol=1e-7)
+  with pytest.raises(ValueError, match="graph_text"):
+    config.replace(graph_text="pieces").check()
 
   answerer = Answerer(str(workdir))
   passage = "Oslo is the capital of Norway. About 700,000 people live in Oslo."

@@ -21,6 +21,7 @@ from glomo_jax.squad.config import SquadConfig
 from glomo_jax.squad.data import Paragraph, Question, SquadSplit
 from glomo_jax.squad.run import CHARS_FILE, RESULTS_FILE, VOCAB_FILE, build_reader
 from glomo_jax.squad.spans import best_span
+from glomo_jax.tasks.graphs import OnTheFlyGraphs
 from glomo_jax.tasks.transfer_config import CONFIG_FILE
 from glomo_jax.tasks.words import Vocabulary, tokenize_with_offsets
 
@@ -82,8 +83,7 @@ class Answerer:
 
   def _batch(self, passage: str, question: str) -> dict:
     paragraph = Paragraph.from_text("", passage)
-    words, spans = tokenize_with_offsets(question)
-    q = Question("q", question, words, [question[s:e] for s, e in spans], 0, [""], None)
+    q = Question.from_text("q", question, 0, [""], None)
     split = SquadSplit([paragraph], [q])
     self._paragraph = paragraph
     batch = make_squad_batch(split, [0], self.vocab, self.chars,
@@ -93,12 +93,16 @@ class Answerer:
                              length_multiple=self.config.length_multiple)
     del batch["index"], batch["paragraph"]
     if self.predictor is not None:
-      from glomo_jax.transfer.align import word_graphs  # noqa: PLC0415
-      for field, texts in (("context", [paragraph.words]), ("question", [words])):
+      graphs = OnTheFlyGraphs(
+          self.predictor, {"": {"context": [paragraph.words], "question": [q.words]}},
+          self_loops=self.config.graph_self_loops,
+          raw=({"": {"context": ([passage], [paragraph.spans]),
+                     "question": ([question], [q.spans])}}
+               if self.config.graph_text == "raw" else None))
+      for field in ("context", "question"):
         length = batch[field].shape[1]
-        batch[field + "_graphs"] = word_graphs(
-            self.predictor, None, [t[:length] for t in texts], length,
-            self_loops=self.config.graph_self_loops)[0]
+        batch[field + "_graphs"] = graphs.batch(
+            "", field, np.zeros(1, np.int64), batch[field + "_mask"].sum(1), length)
     return batch
 
   def answer(self, passage: str, question: str) -> Answer:

@@ -69,8 +69,10 @@ class SquadConfig:
     model: the reader's fields.
     variant: 'baseline', 'embeddings', 'rnn' or 'uniform'.
     predictor_export, graph_cache_dir, graph_cache_dtype, graph_batch_size,
-      graph_self_loops: the graph source (as in TransferConfig); graphs are computed per
-      paragraph and per question. graphs_on_the_fly: no disk cache; each
+      graph_self_loops, graph_text: the graph source (as in TransferConfig);
+      graphs are computed per paragraph and per question, by default from
+      the passage and question texts as written ('raw'; 'words': the
+      lower-cased words joined by spaces). graphs_on_the_fly: no disk cache; each
       batch's graphs are computed by the predictor (each of its paragraphs once).
     optim: optimiser and training length.
     seed: initialisation, dropout and shuffling.
@@ -99,6 +101,7 @@ class SquadConfig:
   graph_cache_dtype: str = "float16"
   graph_batch_size: int = 8
   graph_self_loops: bool = False
+  graph_text: str = "raw"
   graphs_on_the_fly: bool = False
   optim: OptimOptions = OptimOptions()
   seed: int = 0
@@ -135,6 +138,8 @@ class SquadConfig:
     if self.reads_graphs and not self.predictor_export:
       raise ValueError(f"variant {self.variant!r} needs --config.predictor_export=DIR "
                        "(an export of experiments.pretrain / experiments.export)")
+    if self.graph_text not in ("raw", "words"):
+      raise ValueError(f"unknown graph_text {self.graph_text!r}: 'raw' or 'words'")
     for name in ("max_span", "max_word_chars", "length_multiple", "graph_batch_size"):
       if getattr(self, name) < 1:
         raise ValueError(f"{name} must be >= 1, got {getattr(self, name)}")

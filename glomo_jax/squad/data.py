@@ -80,7 +80,8 @@ class Question:
 
   Attributes:
     id: the official question id. text: the question. words, tokens: its
-    lower-cased words and the words as written.
+    lower-cased words and the words as written. spans: int32 [n, 2], word
+    i is text[spans[i, 0]:spans[i, 1]].
     paragraph: index of its paragraph in the split.
     answers: the ground-truth answer texts (dev: several annotators).
     span: (start, end) words of the first answer (inclusive), or None.
@@ -89,9 +90,17 @@ class Question:
   text: str
   words: list[str]
   tokens: list[str]
+  spans: np.ndarray
   paragraph: int
   answers: list[str]
   span: tuple[int, int] | None
+
+  @classmethod
+  def from_text(cls, id_: str, text: str, paragraph: int, answers: list[str],
+                span: tuple[int, int] | None) -> "Question":
+    words, spans = tokenize_with_offsets(text)
+    return cls(id_, text, words, [text[s:e] for s, e in spans],
+               np.asarray(spans, np.int32).reshape(-1, 2), paragraph, answers, span)
 
 
 @dataclasses.dataclass
@@ -153,10 +162,8 @@ def _question(qa: Mapping[str, Any], paragraph: Paragraph, index: int, where: st
   if start < 0 or paragraph.context[start:start + len(first)] != first:
     start = paragraph.context.find(first)   # the official offset is not there
   span = paragraph.word_span(start, start + len(first)) if first and start >= 0 else None
-  question = record_text(qa["question"])
-  words, spans = tokenize_with_offsets(question)
-  return Question(record_text(qa["id"]), question, words, [question[s:e] for s, e in spans],
-                  index, texts, span)
+  return Question.from_text(record_text(qa["id"]), record_text(qa["question"]), index,
+                           texts, span)
 
 
 def from_articles(articles: Iterable[Mapping[str, Any]], where: str) -> SquadSplit:

@@ -108,23 +108,33 @@ def squad_graphs(root: str, predictor, splits: dict[str, SquadSplit], config: Sq
                  ) -> TaskGraphs | OnTheFlyGraphs:
   """The graphs of every split: 'context' per paragraph (shared by its
   questions), 'question' per question; cached on disk under `root`, or
-  computed per batch (`graphs_on_the_fly`)."""
+  computed per batch (`graphs_on_the_fly`). With graph_text 'raw' the
+  predictor reads the passage and question texts as written."""
+  fields = {name: {"context": split.paragraphs, "question": split.questions}
+            for name, split in splits.items()}
+  words = {name: {f: [u.words for u in units] for f, units in by_field.items()}
+           for name, by_field in fields.items()}
+  raw = None
+  if config.graph_text == "raw":
+    raw = {name: {"context": ([p.context for p in by_field["context"]],
+                              [p.spans for p in by_field["context"]]),
+                  "question": ([q.text for q in by_field["question"]],
+                               [q.spans for q in by_field["question"]])}
+           for name, by_field in fields.items()}
   if config.graphs_on_the_fly:
-    return OnTheFlyGraphs(predictor, {
-        name: {"context": [p.words for p in split.paragraphs],
-               "question": [q.words for q in split.questions]}
-        for name, split in splits.items()}, self_loops=config.graph_self_loops)
+    return OnTheFlyGraphs(predictor, words, self_loops=config.graph_self_loops, raw=raw)
+  caps = {"context": config.max_context_words, "question": config.max_question_words}
   caches = {}
-  for name, split in splits.items():
+  for name in splits:
     caches[name] = {}
-    for field, texts, cap in (
-        ("context", [p.words for p in split.paragraphs], config.max_context_words),
-        ("question", [q.words for q in split.questions], config.max_question_words)):
+    for field, cap in caps.items():
+      texts = words[name][field]
       longest = max(1, max(map(len, texts), default=1))
+      text = {} if raw is None else dict(zip(("texts", "word_spans"), raw[name][field]))
       caches[name][field] = cached_word_graphs(
           root, predictor, texts, min(longest, cap) if cap else longest,
           dtype=config.graph_cache_dtype, batch_size=config.graph_batch_size,
-          self_loops=config.graph_self_loops)
+          self_loops=config.graph_self_loops, **text)
   return TaskGraphs(caches)
 
 

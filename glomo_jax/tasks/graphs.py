@@ -16,7 +16,7 @@ from typing import Mapping, Sequence
 import numpy as np
 
 from glomo_jax.tasks.datasets import TaskData
-from glomo_jax.transfer.align import word_graphs
+from glomo_jax.transfer.align import text_graphs, word_graphs
 from glomo_jax.transfer.cache import WordGraphCache, cached_word_graphs
 
 
@@ -96,11 +96,17 @@ class OnTheFlyGraphs:
     predictor: a loaded `ExportedGraphPredictor`.
     texts: {split: {field: word lists}}: what the batches' indices point into.
     self_loops: see `glomo_jax.transfer.align_graphs`.
+    raw: None, or {split: {field: (raw texts, word spans int [n_i, 2])}}
+      beside `texts`: the predictor reads those texts as written and its
+      pieces go to the words by characters (`align.text_graphs`), as in
+      `TaskGraphs.build(raw_text=True)`; fields without them read the
+      words joined by spaces.
   """
 
   def __init__(self, predictor, texts: Mapping[str, Mapping[str, Sequence[Sequence[str]]]],
-               self_loops: bool = False):
+               self_loops: bool = False, raw: Mapping[str, Mapping[str, tuple]] | None = None):
     self.predictor, self.texts, self.self_loops = predictor, texts, self_loops
+    self.raw = raw or {}
     config = predictor.config
     self.graph_prefix = (2 * config.num_graph_layers, config.num_heads)
 
@@ -113,11 +119,20 @@ class OnTheFlyGraphs:
     real = np.flatnonzero(index >= 0)
     out = np.zeros((len(index),) + self.graph_prefix + (length, length), np.float32)
     if len(real):
-      rows = self.texts[split][field]
       unique, first, inverse = np.unique(index[real], return_index=True, return_inverse=True)
-      words = [list(rows[i])[:int(lengths[real][j])] for i, j in zip(unique, first)]
-      out[real] = word_graphs(self.predictor, None, words, length,
-                              self_loops=self.self_loops)[0][inverse.reshape(-1)]
+      cut = [int(lengths[real][j]) for j in first]
+      raw = self.raw.get(split, {}).get(field)
+      if raw is None:
+        rows = self.texts[split][field]
+        graphs = word_graphs(self.predictor, None, [list(rows[i])[:n] for i, n in
+                                                    zip(unique, cut)],
+                             length, self_loops=self.self_loops)[0]
+      else:
+        texts, spans = raw
+        graphs = text_graphs(self.predictor, None, [texts[i] for i in unique],
+                             [np.asarray(spans[i])[:n] for i, n in zip(unique, cut)],
+                             length, self_loops=self.self_loops)[0]
+      out[real] = graphs[inverse.reshape(-1)]
     return out
 
 
