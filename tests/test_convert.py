@@ -242,6 +242,16 @@ def test_residual_and_scalar_threshold_layouts():
     config_from_torch_state_dict(sd)            # K·H = 6 and the default K = 8
 
 
+def test_zero_threshold_layout_only_when_asked_for():
+  sd = hand_state_dict(threshold="zero")        # the release's sparse_mode 1
+  with pytest.raises(ValueError, match="threshold='zero'"):
+    config_from_torch_state_dict(sd, num_heads=K)
+  config = config_from_torch_state_dict(sd, num_heads=K, threshold="zero")
+  assert (config.threshold, config.head_dim) == ("zero", H)
+  p = variables_from_torch_state_dict(sd, config)["params"]
+  assert not {"threshold_kernel", "threshold_bias"} & set(p["graph_fw"])
+
+
 def test_both_naming_schemes_and_torch_free_values():
   config = hand_config()
   official = variables_from_torch_state_dict(hand_state_dict(official=True), config)

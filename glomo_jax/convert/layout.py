@@ -235,13 +235,15 @@ def config_from_torch_state_dict(state_dict: Mapping[str, Any], **overrides) -> 
   From shapes: vocab_size and dim (embedding), key_layers, query_layers,
   kernel_size (convs), num_graph_layers (key projections), threshold
   ('query' with sparse_trans / threshold Linear(H, 1): then head_dim = H and
-  num_heads = K·H / H; 'scalar' with the release's sparse_bias), composition
+  num_heads = K·H / H; 'scalar' with the release's sparse_bias; 'zero', the
+  release's sparse_mode 1, only when asked for with threshold='zero', since
+  its other modes store no threshold either), composition
   ('gru' with a GRU cell, else 'residual' with value maps) and
   decoder_layers. Everything else (context_length, sample_positions, …)
   comes from `ModelConfig.paper()`.
 
   num_heads cannot be told from the shapes when the threshold is 'scalar'
-  (only the product K·H is stored): it is then `overrides['num_heads']`,
+  or 'zero' (only the product K·H is stored): it is then `overrides['num_heads']`,
   else the release's hard-coded 8, and head_dim = K·H / num_heads.
 
   Args:
@@ -275,16 +277,18 @@ def config_from_torch_state_dict(state_dict: Mapping[str, Any], **overrides) -> 
       raise ValueError(f"key projection width {kh} is not a multiple of the "
                        f"threshold's input width {h}")
     fixed.update(threshold="query", sparsity="squared_relu", head_dim=h, num_heads=kh // h)
-  elif "graph_fw.sparse_bias" in arrays:
+  elif "graph_fw.sparse_bias" in arrays or overrides.get("threshold") == "zero":
     heads = overrides.get("num_heads", 8)
     if kh % heads:
       raise ValueError(f"key projection width {kh} is not divisible by "
                        f"num_heads={heads}; pass num_heads=")
-    fixed.update(threshold="scalar", sparsity="squared_relu", head_dim=kh // heads,
+    threshold = "scalar" if "graph_fw.sparse_bias" in arrays else "zero"
+    fixed.update(threshold=threshold, sparsity="squared_relu", head_dim=kh // heads,
                  num_heads=heads)
   else:
     raise ValueError("no sparsity threshold (sparse_trans.* for the release's "
-                     "sparse_mode 4, sparse_bias for sparse_mode 2): other "
+                     "sparse_mode 4, sparse_bias for sparse_mode 2); for "
+                     "sparse_mode 1 (no threshold) pass threshold='zero'; other "
                      "sparse modes have no glomo_jax counterpart")
   if "graph_fw.gru.weight_ih" in arrays:
     fixed["composition"] = "gru"
