@@ -3,13 +3,16 @@ model and each ablation, then measure each one the same way.
 
   python -m experiments.ablations --pretrain_config=experiments/configs/wiki_cpu.py \
       --pretrain_config.corpus.pattern='../shared/data/wiki_text/enwiki2015_wikiextractor_part[123].jsonl.xz' \
-      --root=runs/ablations --steps=2000 \
+      --pretrain_config.tokenizer_path=runs/wiki_cpu/tokenizer.model \
+      --pretrain_config.eval_every=250 --root=runs/ablations --steps=1500 \
       --conllu=../shared/data/ud_english_ewt/en_ewt-ud-dev.conllu.gz \
       --transfer_config=experiments/configs/mnli.py --parallel=2 -- \
-      --config.files.train=../shared/data/mnli/mnli_train_subset_9k.jsonl.xz
+      --config.files.train=../shared/data/mnli/mnli_train_subset_9k.jsonl.xz \
+      --config.optim.epochs=1
 
 (`--pretrain_config.*` change the pretraining config; the `--config.*` after
-`--` every transfer run's.)
+`--` every transfer run's. The table of experiments/RESULTS.md, with every
+option it used, took 2 hours on 2 cores.)
 
 Ablations (DESIGN.md; `--ablations` picks some): full; no_decouple (graphs
 from the feature predictor's own features); no_sparse (softmax instead of
