@@ -19,9 +19,9 @@ import numpy as np
 from glomo_jax.squad.batching import make_squad_batch
 from glomo_jax.squad.config import SquadConfig
 from glomo_jax.squad.data import Paragraph, Question, SquadSplit
-from glomo_jax.squad.run import CHARS_FILE, RESULTS_FILE, VOCAB_FILE, build_reader
+from glomo_jax.squad.run import (CHARS_FILE, RESULTS_FILE, VOCAB_FILE, build_reader,
+                                 squad_graphs)
 from glomo_jax.squad.spans import best_span
-from glomo_jax.tasks.graphs import OnTheFlyGraphs
 from glomo_jax.tasks.transfer_config import CONFIG_FILE
 from glomo_jax.tasks.words import Vocabulary, tokenize_with_offsets
 
@@ -93,12 +93,8 @@ class Answerer:
                              length_multiple=self.config.length_multiple)
     del batch["index"], batch["paragraph"]
     if self.predictor is not None:
-      graphs = OnTheFlyGraphs(
-          self.predictor, {"": {"context": [paragraph.words], "question": [q.words]}},
-          self_loops=self.config.graph_self_loops,
-          raw=({"": {"context": ([passage], [paragraph.spans]),
-                     "question": ([question], [q.spans])}}
-               if self.config.graph_text == "raw" else None))
+      graphs = squad_graphs("", self.predictor, {"": split},
+                            self.config.replace(graphs_on_the_fly=True))
       for field in ("context", "question"):
         length = batch[field].shape[1]
         batch[field + "_graphs"] = graphs.batch(
