@@ -30,15 +30,12 @@ def load(args):
   from glomo_jax.data import Tokenizer  # noqa: PLC0415
   from glomo_jax.export import load_graph_predictor  # noqa: PLC0415
   from glomo_jax.export.predictor import ExportedGraphPredictor  # noqa: PLC0415
-  from glomo_jax.models.glomo import GLoMo  # noqa: PLC0415
   if args.export:
     return load_graph_predictor(args.export)
   tokenizer = Tokenizer.load(args.tokenizer)
   config = {"paper": ModelConfig.paper}[args.model](vocab_size=tokenizer.vocab_size,
                                                     dtype=args.dtype)
-  variables = GLoMo(config).init(jax.random.PRNGKey(0), jnp.zeros((1, 1), jnp.int32),
-                                 method=GLoMo.graphs)
-  return ExportedGraphPredictor(config, variables, tokenizer)
+  return ExportedGraphPredictor.untrained(config, tokenizer)
 
 
 def main():

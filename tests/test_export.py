@@ -306,3 +306,22 @@ def test_text_path_pads_and_masks(model, tokenizer):
   np.testing.assert_allclose(graphs[0, ..., :short, :short], alone[0], atol=1e-6)
   cut, cut_tokens, cut_mask, cut_pieces = predictor.graphs_from_text(TEXTS, max_length=3)
   assert cut.shape[-1] == 3 and cut_mask.all() and [len(p) for p in cut_pieces] == [3, 3]
+
+
+def test_untrained_predictor_is_seeded_and_matches_an_export_of_its_variables(
+    model, tokenizer, tmp_path):
+  config, _, path = model
+  fresh = export.ExportedGraphPredictor.untrained(config, tokenizer, seed=3)
+  again = export.ExportedGraphPredictor.untrained(config, tokenizer, seed=3)
+  other = export.ExportedGraphPredictor.untrained(config, tokenizer, seed=4)
+  trained = export.load_graph_predictor(path)
+  tokens = np.arange(16, dtype=np.int32).reshape(2, 8) % config.vocab_size
+  graphs = np.asarray(fresh(tokens))
+  np.testing.assert_array_equal(graphs, np.asarray(again(tokens)))
+  assert not np.allclose(graphs, np.asarray(other(tokens)))
+  assert not np.allclose(graphs, np.asarray(trained(tokens)))
+  assert fresh.metadata == {"untrained_seed": 3} and fresh.tokenizer is tokenizer
+  # Its variables are exactly a graph predictor's: they export and load back.
+  reloaded = export.load_graph_predictor(export.export_graph_predictor(
+      str(tmp_path / "fresh"), config, fresh.variables, tokenizer))
+  np.testing.assert_array_equal(graphs, np.asarray(reloaded(tokens)))

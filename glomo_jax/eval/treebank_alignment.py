@@ -21,15 +21,12 @@ from __future__ import annotations
 
 from typing import Mapping, Sequence
 
-import jax
-import jax.numpy as jnp
 import numpy as np
 
 from glomo_jax.eval.conllu import Sentence
 from glomo_jax.eval.syntax import SyntaxScores, offset_graph, uniform_graph
 from glomo_jax.export.predictor import ExportedGraphPredictor
 from glomo_jax.io import round_up
-from glomo_jax.models.glomo import GLoMo
 from glomo_jax.transfer.align import encode_texts, unit_graphs
 
 DIRECTIONS = ("fw", "bw")
@@ -79,11 +76,8 @@ def baseline_graphs(n: int, offsets: int) -> dict[str, np.ndarray]:
 def untrained_twin(predictor: ExportedGraphPredictor, seed: int = 0
                    ) -> ExportedGraphPredictor:
   """The same predictor with freshly initialised parameters (seed `seed`)."""
-  variables = GLoMo(predictor.config).init(
-      jax.random.PRNGKey(seed), jnp.zeros((1, 1), jnp.int32), method=GLoMo.graphs)
-  return ExportedGraphPredictor(predictor.config, variables, predictor.tokenizer,
-                                manifest=predictor.manifest,
-                                metadata={"untrained_seed": seed})
+  return ExportedGraphPredictor.untrained(predictor.config, predictor.tokenizer, seed,
+                                          manifest=predictor.manifest)
 
 
 def score_treebank(sentences: Sequence[Sentence],

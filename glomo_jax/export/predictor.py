@@ -60,6 +60,17 @@ class ExportedGraphPredictor:
     self.directory = directory
     self.module = GLoMo(config)
 
+  @classmethod
+  def untrained(cls, config: ModelConfig, tokenizer: Tokenizer | None = None,
+                seed: int = 0, **kwargs) -> "ExportedGraphPredictor":
+    """A predictor of `config` with freshly initialised parameters (seed
+    `seed`): a baseline for what training adds, or a stand-in for timing.
+    kwargs: the constructor's (metadata gets 'untrained_seed')."""
+    variables = GLoMo(config).init(jax.random.PRNGKey(seed), jnp.zeros((1, 1), jnp.int32),
+                                   method=GLoMo.graphs)
+    metadata = {**kwargs.pop("metadata", {}), "untrained_seed": seed}
+    return cls(config, variables, tokenizer, metadata=metadata, **kwargs)
+
   def __repr__(self):
     c = self.config
     return (f"ExportedGraphPredictor(layers=2x{c.num_graph_layers}, "
