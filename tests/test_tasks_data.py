@@ -81,6 +81,11 @@ def test_glove_embedding_matrix_from_a_tiny_file(tmp_path, suffix):
   assert "2/3" in str(cov)
   again, _ = glove.embedding_matrix(vocab, str(path), oov_scale=0.1, seed=3)
   np.testing.assert_array_equal(matrix, again)  # deterministic
+  scaled, _ = glove.embedding_matrix(vocab, str(path), oov_scale=0.1, glove_scale=0.5, seed=3)
+  found = [vocab.id("the"), vocab.id("cat")]
+  np.testing.assert_allclose(scaled[found], 0.5 * matrix[found], rtol=1e-6)
+  others = [i for i in range(len(vocab)) if i not in found]
+  np.testing.assert_array_equal(scaled[others], matrix[others])  # random rows unscaled
   with pytest.raises(ValueError, match="3-d vectors"):
     glove.embedding_matrix(vocab, str(path), dim=4)
 

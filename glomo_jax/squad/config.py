@@ -31,6 +31,7 @@ class ReaderOptions:
   transfer_layers: None = the predictor's L (3 for 'uniform')."""
   embed_dim: int = 100
   oov_scale: float = 0.1
+  glove_scale: float = 1.0
   char_dim: int = 20
   char_filters: int = 100
   char_width: int = 5

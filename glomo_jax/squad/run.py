@@ -164,7 +164,8 @@ def run_squad(config: SquadConfig, workdir: str, *, devices=None,
   splits, report = load_squad(config)
   vocab, chars, vectors = build_vocabularies(splits, config)
   table, coverage = embedding_matrix(vocab, config.glove_path, dim=config.model.embed_dim,
-                                     oov_scale=config.model.oov_scale, seed=config.data_seed,
+                                     oov_scale=config.model.oov_scale,
+                                     glove_scale=config.model.glove_scale, seed=config.data_seed,
                                      vectors=vectors)
   logger.info("vocabulary %d words, %d characters; %s", len(vocab), len(chars), coverage)
   if jax.process_index() == 0:

@@ -7,7 +7,8 @@ the last D fields are always the vector, so those are read correctly.
 
 `embedding_matrix` builds [V, D] float32 for a `Vocabulary`:
 * row 0 (``<pad>``): zeros;
-* a word found in the file: its GloVe vector (exact match first; with
+* a word found in the file: its GloVe vector times ``glove_scale``
+  (default 1: as published; exact match first; with
   ``lowercase_fallback`` a cased file is also searched for the lower-case
   form, which matters only for cased releases such as 840B — our tokenizer
   lower-cases);
@@ -106,7 +107,8 @@ class Coverage:
 
 
 def embedding_matrix(vocab: Vocabulary, glove_path: str | None = None, *,
-                     dim: int | None = None, oov_scale: float = 0.1, seed: int = 0,
+                     dim: int | None = None, oov_scale: float = 0.1,
+                     glove_scale: float = 1.0, seed: int = 0,
                      lowercase_fallback: bool = True,
                      vectors: tuple[dict[str, np.ndarray], int] | None = None
                      ) -> tuple[np.ndarray, Coverage]:
@@ -118,6 +120,8 @@ def embedding_matrix(vocab: Vocabulary, glove_path: str | None = None, *,
     dim: embedding width; required without a file, checked against the file
       otherwise (default: the file's width).
     oov_scale: standard deviation of the random rows.
+    glove_scale: multiplies the file's vectors. GloVe 6B 100d rows have a
+      norm of about 5.7, the random rows at oov_scale 0.1 about 1.
     seed: seed of the random rows.
     lowercase_fallback: also match a word against the lower-cased GloVe entry.
     vectors: `read_glove(glove_path, words)`'s result when the caller has
@@ -152,7 +156,7 @@ def embedding_matrix(vocab: Vocabulary, glove_path: str | None = None, *,
     if vector is None and lowercase_fallback:
       vector = vectors.get(word.lower())
     if vector is not None:
-      matrix[i] = vector
+      matrix[i] = vector * glove_scale
       found[i] = True
   total = vocab.counts[2:].sum()
   token_cov = float(vocab.counts[found].sum() / total) if total else float("nan")

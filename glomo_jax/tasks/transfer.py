@@ -107,7 +107,8 @@ def run_transfer(config: TransferConfig, workdir: str, *, devices=None,
   vocab = data.build_vocabulary(min_count=config.vocab.min_count,
                                 max_size=config.vocab.max_size)
   table, coverage = embedding_matrix(vocab, config.glove_path, dim=config.model.embed_dim,
-                                     oov_scale=config.model.oov_scale, seed=config.data_seed)
+                                     oov_scale=config.model.oov_scale,
+                                     glove_scale=config.model.glove_scale, seed=config.data_seed)
   logger.info("vocabulary %d words; %s", len(vocab), coverage)
 
   predictor = graphs = None

@@ -115,13 +115,15 @@ class ClassifierOptions:
   transfer_layers: None = the predictor's L (3 for 'uniform'); rnn_layers:
   stacked BiGRUs of IMDBClassifier, input-encoding BiLSTMs of ESIM (None: 1,
   or 2 for the 'rnn' variant; 2 with 'baseline' is that variant's baseline of
-  the same depth); self_attention: ESIM only.
+  the same depth); self_attention: ESIM only; oov_scale, glove_scale: the
+  random rows' std and the GloVe rows' factor (`tasks.glove.embedding_matrix`).
   """
   embed_dim: int = 100
   hidden: int = 128
   dropout_rate: float = 0.2
   freeze_embeddings: bool = False
   oov_scale: float = 0.1
+  glove_scale: float = 1.0
   rnn_layers: int | None = None
   self_attention: bool = True
   transfer_layers: int | None = None
