@@ -17,7 +17,6 @@ themselves. `--output` writes every number as JSON.
 """
 from __future__ import annotations
 
-import json
 
 from absl import flags
 
@@ -88,6 +87,7 @@ def alignment_tables(result: dict, relations: int) -> str:
 
 def main(argv):
   del argv
+  from glomo_jax.io import write_json  # noqa: PLC0415
   import itertools  # noqa: PLC0415
   import time  # noqa: PLC0415
   from glomo_jax.eval.conllu import read_conllu  # noqa: PLC0415
@@ -112,8 +112,7 @@ def main(argv):
   print(alignment_tables(result, _RELATIONS.value))
   print(f"\n{time.perf_counter() - start:.0f} s")
   if _OUTPUT.value:
-    with open(_OUTPUT.value, "w", encoding="utf-8") as f:
-      json.dump(result, f, indent=1)
+    write_json(_OUTPUT.value, result)
 
 
 if __name__ == "__main__":

@@ -15,8 +15,6 @@ a few nearest neighbours; `--output_json` keeps these figures.
 """
 from __future__ import annotations
 
-import json
-import os
 import time
 
 from absl import flags
@@ -41,22 +39,11 @@ _NEIGHBOURS = flags.DEFINE_list(
 flags.mark_flags_as_required(["corpus", "glove", "output"])
 
 
-def write_glove(path: str, vectors: dict) -> None:
-  """Writes {word: vector} in GloVe's text format (gzip if `path` ends in .gz)."""
-  import gzip  # noqa: PLC0415
-  os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
-  opener = gzip.open if path.endswith(".gz") else open
-  partial = path + ".partial"
-  with opener(partial, "wt", encoding="utf-8") as f:
-    for word, vector in vectors.items():
-      f.write(word + " " + " ".join(f"{x:.5f}" for x in vector) + "\n")
-  os.replace(partial, path)
-
-
 def main(argv):
   del argv
+  from glomo_jax.io import write_json  # noqa: PLC0415
   from glomo_jax.data.corpus import CorpusSpec, CorpusStats, iter_documents  # noqa: PLC0415
-  from glomo_jax.tasks.glove import read_glove  # noqa: PLC0415
+  from glomo_jax.tasks.glove import read_glove, write_glove  # noqa: PLC0415
   from glomo_jax.tasks.word_vectors import extended_glove, nearest_words  # noqa: PLC0415
   from glomo_jax.tasks.words import tokenize  # noqa: PLC0415
 
@@ -91,8 +78,7 @@ def main(argv):
   for word, near in figures["neighbours"].items():
     print(f"  {word}: {', '.join(near)}")
   if _OUTPUT_JSON.value:
-    with open(_OUTPUT_JSON.value, "w", encoding="utf-8") as f:
-      json.dump(figures, f, indent=1)
+    write_json(_OUTPUT_JSON.value, figures)
 
 
 if __name__ == "__main__":

@@ -90,6 +90,17 @@ def test_glove_embedding_matrix_from_a_tiny_file(tmp_path, suffix):
     glove.embedding_matrix(vocab, str(path), dim=4)
 
 
+@pytest.mark.parametrize("name", ["w.txt", "sub/w.txt.gz"])
+def test_write_glove_reads_back(tmp_path, name):
+  vectors = {"the": np.array([0.1, -2.0], np.float32), "new york": np.array([3.0, 0.0])}
+  glove.write_glove(str(tmp_path / name), vectors, digits=3)
+  back, dim = glove.read_glove(str(tmp_path / name))
+  assert dim == 2 and list(back) == ["the", "new york"]
+  for word, vector in vectors.items():
+    np.testing.assert_allclose(back[word], vector, atol=5e-4)
+  assert not os.path.exists(str(tmp_path / name) + ".partial")
+
+
 def test_glove_without_a_file_is_random_and_bad_lines_are_named(tmp_path):
   vocab = Vocabulary(["x", "y"])
   matrix, cov = glove.embedding_matrix(vocab, None, dim=50, oov_scale=0.1, seed=0)

@@ -19,7 +19,7 @@ from glomo_jax.tasks.batching import ExampleBatches, batch_order, batches, make_
 from glomo_jax.tasks.classification import ClassificationTask
 from glomo_jax.tasks.datasets import Split, TaskData, load_task, read_split, split_validation
 from glomo_jax.tasks.esim import ESIM, soft_align
-from glomo_jax.tasks.glove import Coverage, embedding_matrix, read_glove
+from glomo_jax.tasks.glove import Coverage, embedding_matrix, read_glove, write_glove
 from glomo_jax.tasks.graphs import TaskGraphs
 from glomo_jax.tasks.imdb import IMDBClassifier
 from glomo_jax.tasks.layers import embedding_initializer
@@ -32,6 +32,6 @@ __all__ = [
     "IMDBClassifier", "PAD_ID", "Split", "TaskData", "TaskGraphs", "TransferConfig",
     "UNK_ID", "Vocabulary", "batch_order", "batches", "build_model", "embedding_initializer",
     "embedding_matrix", "load_agreement_task", "load_task", "load_task_data",
-    "make_batch", "read_glove", "read_split", "run_transfer", "soft_align",
+    "make_batch", "read_glove", "write_glove", "read_split", "run_transfer", "soft_align",
     "split_validation", "tokenize",
 ]

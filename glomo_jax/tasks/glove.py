@@ -1,6 +1,6 @@
 """GloVe vectors → the embedding matrix of a task vocabulary.
 
-GloVe's text format: one word per line, ``word v1 ... vD`` separated by single
+GloVe's text format (`read_glove`, `write_glove`): one word per line, ``word v1 ... vD`` separated by single
 spaces, no header (``glove.6B.100d.txt``; ``.gz`` / ``.xz`` compressed files
 are read too). A few GloVe releases (840B) hold "words" containing spaces;
 the last D fields are always the vector, so those are read correctly.
@@ -19,8 +19,10 @@ the last D fields are always the vector, so those are read correctly.
 from __future__ import annotations
 
 import dataclasses
+import gzip
 import logging
-from typing import Collection, Iterator
+import os
+from typing import Collection, Iterator, Mapping
 
 import numpy as np
 
@@ -77,6 +79,18 @@ def read_glove(path: str, words: Collection[str] | None = None,
   if dim is None:
     raise ValueError(f"{path}: no vectors")
   return vectors, dim
+
+
+def write_glove(path: str, vectors: Mapping[str, np.ndarray], digits: int = 5) -> None:
+  """Writes {word: vector} in GloVe's text format, `digits` decimals (gzip
+  when `path` ends in .gz), through a temporary file."""
+  os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
+  opener = gzip.open if path.endswith(".gz") else open
+  partial = path + ".partial"
+  with opener(partial, "wt", encoding="utf-8") as f:
+    for word, vector in vectors.items():
+      f.write(word + " " + " ".join(f"{x:.{digits}f}" for x in vector) + "\n")
+  os.replace(partial, path)
 
 
 @dataclasses.dataclass(frozen=True)
