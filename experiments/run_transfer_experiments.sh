@@ -7,8 +7,8 @@
 # on embeddings: about 30 min a run), and images: a pixel predictor pretrained
 # on Tiny ImageNet at 16×16, transferred into CIFAR-10 ResNet-18s (baseline,
 # uniform graph, GLoMo). Also: graph statistics, the alignment with UD English
-# trees, the ablation table, and the data-efficiency curve on the built-in
-# language. CPU-scale task settings: see experiments/RESULTS.md.
+# trees, the ablation table, the data-efficiency curve on the built-in
+# language, and MNLI's word-vector tables (about 1 hour more). CPU-scale task settings: see experiments/RESULTS.md.
 # Every step resumes where it stopped.
 # Usage: experiments/run_transfer_experiments.sh [DATA_DIR] [RUNS_DIR]
 set -euo pipefail
@@ -63,6 +63,34 @@ $PY -m experiments.transfer_grid --config=experiments/configs/mnli.py \
     --config.graph_cache_dir="$RUNS/grid/mnli_graph_cache" \
     --config.model.hidden=100 --config.length_multiple=32 \
     --config.optim.epochs=2 --config.optim.eval_every=127 --config.optim.patience=100
+MNLI=(--config.files.train="$DATA/mnli/mnli_train_subset_9k.jsonl.xz"
+      --config.predictor_export="$EXPORT" --config.graph_cache_dir="$RUNS/grid/mnli_graph_cache"
+      --config.model.hidden=100 --config.length_multiple=32
+      --config.optim.epochs=2 --config.optim.eval_every=127 --config.optim.patience=100)
+# the baseline of the RNN-states variant's depth (two input-encoding BiLSTMs)
+$PY -m experiments.transfer_grid --config=experiments/configs/mnli.py \
+    --root="$RUNS/grid/mnli_deep_baseline" --variants=baseline --seeds=0,1,2 --parallel=2 -- \
+    "${MNLI[@]}" --config.glove_path="$GLOVE" --config.model.rnn_layers=2
+# word vectors: GloVe extended by Wikipedia vectors (6 min, one core), then MNLI with
+# no vectors, and with each table at GloVe's scale and scaled to the random rows' (× 0.17)
+WIKI_GLOVE="$RUNS/word_vectors/glove_wiki.100d.txt.gz"
+[ -f "$WIKI_GLOVE" ] || $PY -m experiments.word_vectors \
+    --corpus="$DATA/wiki_text/enwiki2015_wikiextractor_part[1-8].jsonl.xz" \
+    --glove="$GLOVE" --output="$WIKI_GLOVE"
+$PY -m experiments.transfer_grid --config=experiments/configs/mnli.py \
+    --root="$RUNS/grid/mnli_no_glove" --variants=baseline,embeddings --parallel=2 -- "${MNLI[@]}"
+$PY -m experiments.transfer_grid --config=experiments/configs/mnli.py \
+    --root="$RUNS/grid/mnli_glove_oov058" --variants=baseline --parallel=2 -- "${MNLI[@]}" \
+    --config.glove_path="$GLOVE" --config.model.oov_scale=0.58
+$PY -m experiments.transfer_grid --config=experiments/configs/mnli.py \
+    --root="$RUNS/grid/mnli_glove_scaled" --variants=baseline --parallel=2 -- "${MNLI[@]}" \
+    --config.glove_path="$GLOVE" --config.model.glove_scale=0.17
+$PY -m experiments.transfer_grid --config=experiments/configs/mnli.py \
+    --root="$RUNS/grid/mnli_glove_wiki" --variants=baseline,embeddings --parallel=2 -- \
+    "${MNLI[@]}" --config.glove_path="$WIKI_GLOVE"
+$PY -m experiments.transfer_grid --config=experiments/configs/mnli.py \
+    --root="$RUNS/grid/mnli_glove_wiki_scaled" --variants=baseline,embeddings --parallel=2 -- \
+    "${MNLI[@]}" --config.glove_path="$WIKI_GLOVE" --config.model.glove_scale=0.17
 IMDB=(--config.files.train="$DATA/imdb/imdb_train.jsonl.gz"
       --config.glove_path="$GLOVE" --config.predictor_export="$EXPORT"
       --config.graph_cache_dir="$RUNS/grid/imdb_graph_cache" --config.max_words=128
