@@ -89,7 +89,7 @@ $PY -m experiments.transfer_grid --config=experiments/configs/mnli.py \
     --root="$RUNS/grid/mnli_glove_wiki" --variants=baseline,embeddings --parallel=2 -- \
     "${MNLI[@]}" --config.glove_path="$WIKI_GLOVE"
 $PY -m experiments.transfer_grid --config=experiments/configs/mnli.py \
-    --root="$RUNS/grid/mnli_glove_wiki_scaled" --variants=baseline,embeddings --parallel=2 -- \
+    --root="$RUNS/grid/mnli_glove_wiki_scaled" --variants=baseline,embeddings,uniform --parallel=2 -- \
     "${MNLI[@]}" --config.glove_path="$WIKI_GLOVE" --config.model.glove_scale=0.17
 IMDB=(--config.files.train="$DATA/imdb/imdb_train.jsonl.gz"
       --config.glove_path="$GLOVE" --config.predictor_export="$EXPORT"
