@@ -105,6 +105,15 @@ $PY -m experiments.transfer_grid --config=experiments/configs/imdb.py \
     --root="$RUNS/grid/imdb" --variants=embeddings,baseline,uniform --seeds=0,1,2 \
     --parallel=2 -- "${IMDB[@]}" \
     --config.optim.epochs=2 --config.optim.eval_every=125 --config.optim.patience=100
+# IMDB trained on to 4 epochs: copies of those runs, resumed from their last checkpoint
+for run in "$RUNS"/grid/imdb/*_s?; do
+  copy="$RUNS/grid/imdb_long/$(basename "$run")"
+  [ -d "$copy" ] || { mkdir -p "$RUNS/grid/imdb_long"; cp -a "$run" "$copy"; rm -f "$copy/results.json"; }
+done
+$PY -m experiments.transfer_grid --config=experiments/configs/imdb.py \
+    --root="$RUNS/grid/imdb_long" --variants=embeddings,baseline,uniform --seeds=0,1,2 \
+    --parallel=2 -- "${IMDB[@]}" \
+    --config.optim.epochs=4 --config.optim.eval_every=125 --config.optim.patience=100
 # SQuAD: 20k training questions, dev = the 24 shared dev articles; runs share one
 # compilation cache (the first run of a variant compiles its 13 step shapes) and,
 # for GLoMo, one graph cache (built by its first run)
