@@ -1,8 +1,8 @@
 """GloVe vectors → the embedding matrix of a task vocabulary.
 
-GloVe's text format (`read_glove`, `write_glove`): one word per line, ``word v1 ... vD`` separated by single
-spaces, no header (``glove.6B.100d.txt``; ``.gz`` / ``.xz`` compressed files
-are read too). A few GloVe releases (840B) hold "words" containing spaces;
+GloVe's text format (`read_glove`, `write_glove`): one word per line,
+``word v1 ... vD`` separated by single spaces, no header
+(``glove.6B.100d.txt``; ``.gz`` / ``.xz`` compressed files are read too). A few GloVe releases (840B) hold "words" containing spaces;
 the last D fields are always the vector, so those are read correctly.
 
 `embedding_matrix` builds [V, D] float32 for a `Vocabulary`:
