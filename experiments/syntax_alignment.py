@@ -17,7 +17,6 @@ themselves. `--output` writes every number as JSON.
 """
 from __future__ import annotations
 
-
 from absl import flags
 
 from experiments import cli
@@ -87,12 +86,12 @@ def alignment_tables(result: dict, relations: int) -> str:
 
 def main(argv):
   del argv
-  from glomo_jax.io import write_json  # noqa: PLC0415
   import itertools  # noqa: PLC0415
   import time  # noqa: PLC0415
   from glomo_jax.eval.conllu import read_conllu  # noqa: PLC0415
   from glomo_jax.eval.treebank_alignment import score_treebank, untrained_twin  # noqa: PLC0415
   from glomo_jax.export import ExportedPixelGraphPredictor, load_graph_predictor  # noqa: PLC0415
+  from glomo_jax.io import write_json  # noqa: PLC0415
 
   predictor = load_graph_predictor(_EXPORT.value)
   if isinstance(predictor, ExportedPixelGraphPredictor):

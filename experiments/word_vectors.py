@@ -41,8 +41,8 @@ flags.mark_flags_as_required(["corpus", "glove", "output"])
 
 def main(argv):
   del argv
-  from glomo_jax.io import write_json  # noqa: PLC0415
   from glomo_jax.data.corpus import CorpusSpec, CorpusStats, iter_documents  # noqa: PLC0415
+  from glomo_jax.io import write_json  # noqa: PLC0415
   from glomo_jax.tasks.glove import read_glove, write_glove  # noqa: PLC0415
   from glomo_jax.tasks.word_vectors import extended_glove, nearest_words  # noqa: PLC0415
   from glomo_jax.tasks.words import tokenize  # noqa: PLC0415
