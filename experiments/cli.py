@@ -24,7 +24,7 @@ COMPILATION_CACHE = flags.DEFINE_string(
     "JAX's persistent compilation cache: a resumed or repeated run loads its compiled "
     "steps instead of compiling them again (on a GPU the first compile of a step can "
     "take minutes). Default: $JAX_COMPILATION_CACHE_DIR if set, else <workdir>/"
-    "compile_cache; '' turns it off.")
+    "compile_cache; '' sets none (JAX itself still reads $JAX_COMPILATION_CACHE_DIR).")
 
 
 

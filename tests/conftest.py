@@ -1,5 +1,11 @@
 """Shared fixtures. Tests run on CPU; XLA_FLAGS (set by the Makefile) gives 8
-fake devices for sharding tests."""
+fake devices for sharding tests.
+
+Every test process (pytest's workers and the entry points the tests start,
+which inherit the environment) shares one JAX persistent compilation cache,
+.pytest_cache/jax_compilation (delete it to start cold): a program compiled by
+one test or subprocess, such as the straight, killed and resumed runs of a
+resume test, is loaded by the next instead of compiled again."""
 import json
 import os
 import random
@@ -7,10 +13,16 @@ import signal
 import subprocess
 import time
 
+REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 os.environ.setdefault("JAX_PLATFORMS", "cpu")
 if "xla_force_host_platform_device_count" not in os.environ.get("XLA_FLAGS", ""):
   os.environ["XLA_FLAGS"] = (os.environ.get("XLA_FLAGS", "") +
                              " --xla_force_host_platform_device_count=8").strip()
+os.environ.setdefault("JAX_COMPILATION_CACHE_DIR",
+                      os.path.join(REPO, ".pytest_cache", "jax_compilation"))
+# the tests' programs are small: cache every one (JAX's default skips those
+# compiled in under a second)
+os.environ.setdefault("JAX_PERSISTENT_CACHE_MIN_COMPILE_TIME_SECS", "0")
 
 import jax  # noqa: E402
 import jax.numpy as jnp  # noqa: E402
@@ -61,7 +73,6 @@ def write_jsonl(path, records):
   return str(path)
 
 
-REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 SHARED_DATA = os.path.join(os.path.dirname(REPO), "shared", "data")   # ../shared/data
 FILLER = "the a movie film plot actor scene story one it was is and of".split()
 NLI = [("a man sleeps on the sofa", "a person rests", "entailment"),

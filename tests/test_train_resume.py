@@ -41,7 +41,9 @@ def run(cmd, **kw):
 
 def test_sigkill_at_a_random_moment_then_resume_gives_identical_params(tmp_path):
   straight, killed = str(tmp_path / "straight"), str(tmp_path / "killed")
-  out = run(pretrain_cmd(straight, export=True))
+  # without the suite's shared cache (conftest), so the default place is used
+  default_cache = {k: v for k, v in os.environ.items() if k != "JAX_COMPILATION_CACHE_DIR"}
+  out = run(pretrain_cmd(straight, export=True), env=default_cache)
   assert out.returncode == 0, out.stderr[-3000:]
 
   kill_during_run(pretrain_cmd(killed), os.path.join(killed, "checkpoints"), STEPS - 2)
