@@ -13,7 +13,9 @@ The task settings are those of the CPU-scale grids of experiments/RESULTS.md
 (the task config with max_words 128 for IMDB and 64 for MNLI); `--examples`
 training examples are read (the grids read 8,000). A variant is 'baseline',
 'uniform', 'embeddings', 'rnn', or a graph variant reading a top-k cache,
-'embeddings:8' (its host batch densifies the k sources of each row).
+'embeddings:8' (its host batch densifies the k sources of each row); a graph
+variant may name how its graphs reach the features, 'embeddings@candidates'
+or 'embeddings@mixtures' (`--config.model.graph_apply`; default 'auto').
 
 What is timed per batch is what the training loop does (`task_timing`):
 build the batch on the host (`ClassificationTask.device_batch`, with the
@@ -32,6 +34,7 @@ benchmarks/results/transfer_speed.jsonl.
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 import os
 import shutil
@@ -80,10 +83,19 @@ def base_config(args) -> TransferConfig:
   return TransferConfig.from_dict(raw.to_dict())
 
 
-def split_variant(spec: str) -> tuple[str, int | None]:
-  """'embeddings:8' -> ('embeddings', 8); 'baseline' -> ('baseline', None)."""
+def split_variant(spec: str) -> tuple[str, int | None, str]:
+  """'embeddings:8@mixtures' -> ('embeddings', 8, 'mixtures');
+  'baseline' -> ('baseline', None, 'auto')."""
+  spec, _, graph_apply = spec.partition("@")
   name, _, k = spec.partition(":")
-  return name, int(k) if k else None
+  return name, int(k) if k else None, graph_apply or "auto"
+
+
+def variant_config(base: TransferConfig, spec: str) -> tuple[TransferConfig, int | None]:
+  """The run config of a variant spec, and its cache's top-k."""
+  name, top_k, graph_apply = split_variant(spec)
+  return base.replace(variant=name,
+                      model=dataclasses.replace(base.model, graph_apply=graph_apply)), top_k
 
 
 def main():
@@ -97,8 +109,7 @@ def main():
   predictor, caches, cache_rows = None, {}, {}
   specs = args.variants.split(",")
   for spec in specs:
-    name, top_k = split_variant(spec)
-    config = base.replace(variant=name)
+    config, top_k = variant_config(base, spec)
     if not config.reads_graphs or top_k in caches:
       continue
     if predictor is None:
@@ -116,8 +127,7 @@ def main():
         "bytes": sum(c.nbytes for c in caches[top_k].caches["train"].values())}
   timed = []
   for spec in specs:
-    name, top_k = split_variant(spec)
-    config = base.replace(variant=name)
+    config, top_k = variant_config(base, spec)
     layers = predictor.config.num_graph_layers if config.reads_graphs else None
     model = build_model(config, data, len(vocab), table, layers)
     graphs = caches[top_k] if config.reads_graphs else None

@@ -1,6 +1,7 @@
 """SQuAD runs on the training loop: a tiny local JSON with graphs from a real
 (tiny) predictor, TFDS under mock_data, resume, predictions.json, and
 answering a question with the finished run."""
+import dataclasses
 import json
 import os
 import subprocess
@@ -80,6 +81,8 @@ def test_tiny_json_run_with_graphs_resumes_and_answers(tiny_export, tmp_path):
       np.testing.assert_allclose(fly.batch(*args), reference, rtol=1e-6, atol=1e-7)
   with pytest.raises(ValueError, match="graph_text"):
     config.replace(graph_text="pieces").check()
+  with pytest.raises(ValueError, match="model.graph_apply 'dense'"):
+    config.replace(model=dataclasses.replace(config.model, graph_apply="dense")).check()
 
   answerer = Answerer(str(workdir))
   passage = "Oslo is the capital of Norway. About 700,000 people live in Oslo."

@@ -174,6 +174,10 @@ def test_errors_before_any_work(tmp_path):
   config.files.matched, config.variant = None, "nonsense"
   with pytest.raises(ValueError, match="unknown variant"):
     run(config, tmp_path / "d")
+  config.variant, config.model.graph_apply = "embeddings", "dense"
+  with pytest.raises(ValueError, match="model.graph_apply 'dense'"):
+    run(config, tmp_path / "d")
+  config.model.graph_apply = "auto"
   config.variant, config.graph_source = "embeddings", "arcs"
   with pytest.raises(ValueError, match="only the agreement task"):
     run(config, tmp_path / "e")

@@ -6,6 +6,7 @@ import pytest
 
 from glomo_jax.transfer import (GatedFusion, GraphMixture, GraphTransfer,
                                 graph_candidates, graph_features, uniform_graphs)
+from glomo_jax.transfer.candidates import mixtures_are_cheaper
 
 B, T, D, L, K = 2, 6, 4, 2, 3
 
@@ -30,11 +31,13 @@ def data():
   return h, predictor_like_graphs(rng, mask), mask
 
 
-def test_glomo_is_candidates_mixtures_then_fusion(data):
-  """The layer never forms the candidate graphs; its output equals forming
-  them, mixing them and applying the mixtures to h (the paper's order)."""
+@pytest.mark.parametrize("apply_as", ["candidates", "mixtures", "auto"])
+def test_glomo_is_candidates_mixtures_then_fusion(data, apply_as):
+  """Either way of applying the graphs ('candidates' never forms the candidate
+  graphs) equals forming them, mixing them and applying the mixtures to h
+  (the paper's order)."""
   h, graphs, mask = data
-  module = GraphTransfer(num_layers=L, num_mixtures=2, features=5)
+  module = GraphTransfer(num_layers=L, num_mixtures=2, features=5, apply_as=apply_as)
   variables = module.init(jax.random.PRNGKey(0), h, graphs, mask)
   assert set(variables["params"]) == {"mixture_fw", "mixture_bw", "fusion"}
   out = module.apply(variables, h, graphs, mask)
@@ -49,6 +52,40 @@ def test_glomo_is_candidates_mixtures_then_fusion(data):
   np.testing.assert_allclose(out, expected, rtol=1e-5, atol=1e-6)
   jitted = jax.jit(module.apply)(variables, h, graphs, mask)
   np.testing.assert_allclose(jitted, out, rtol=1e-5, atol=1e-6)
+
+
+def test_both_ways_give_the_same_training_outputs_and_gradients(data):
+  """With dropout on (the same rng) and float16 graphs, as the tasks train."""
+  h, graphs, mask = data
+  graphs = graphs.astype(np.float16)
+  target = np.random.default_rng(4).standard_normal((B, T, 2 * D)).astype(np.float32)
+  results = []
+  for apply_as in ("candidates", "mixtures"):
+    module = GraphTransfer(num_layers=L, dropout_rate=0.5, apply_as=apply_as)
+    variables = module.init(jax.random.PRNGKey(0), h, graphs, mask)
+
+    def loss(params, h, module=module):
+      out = module.apply({"params": params}, h, graphs, mask, train=True,
+                         rngs={"dropout": jax.random.PRNGKey(7)})
+      return jnp.sum(out * target), out
+    results.append(jax.grad(loss, argnums=(0, 1), has_aux=True)(variables["params"], h))
+  (grads_a, out_a), (grads_b, out_b) = results
+  np.testing.assert_allclose(out_a, out_b, rtol=1e-5, atol=1e-6)
+  for a, b in zip(jax.tree_util.tree_leaves(grads_a), jax.tree_util.tree_leaves(grads_b)):
+    np.testing.assert_allclose(a, b, rtol=1e-4, atol=1e-6)
+
+
+def test_auto_mixes_the_matrices_where_that_costs_less():
+  """`mixtures_are_cheaper` (K heads, T, d, L, n): the multiply-adds of
+  its docstring, and T ≤ 2d."""
+  assert mixtures_are_cheaper(4, 128, 100, 3, 2)          # IMDB's words
+  assert not mixtures_are_cheaper(4, 832, 100, 3, 2)      # SQuAD's passages
+  assert not mixtures_are_cheaper(4, 33, 16, 3, 2)        # T > 2d
+  # K 1, T 32, d 16: formed 2·32³ + 2·2·5·32² + 3·2·32²·16 = 184,320 against
+  # applied 2·1·5·32²·16 = 163,840
+  assert not mixtures_are_cheaper(1, 32, 16, 3, 2)
+  # K 4: formed 442,368 against applied 655,360
+  assert mixtures_are_cheaper(4, 32, 16, 3, 2)
 
 
 def test_uniform_mode_uses_the_uniform_graph(data):
@@ -72,11 +109,12 @@ def test_none_returns_h_unchanged(data):
   assert module.apply(variables, h, None, mask) is h
 
 
-@pytest.mark.parametrize("mode,conditioned", [("glomo", True), ("glomo", False),
-                                              ("uniform", True)])
-def test_padding_never_leaks(data, mode, conditioned):
+@pytest.mark.parametrize("mode,conditioned,apply_as", [
+    ("glomo", True, "candidates"), ("glomo", False, "candidates"), ("glomo", True, "mixtures"),
+    ("uniform", True, "auto")])
+def test_padding_never_leaks(data, mode, conditioned, apply_as):
   h, graphs, mask = data
-  module = GraphTransfer(mode=mode, num_layers=L, conditioned=conditioned)
+  module = GraphTransfer(mode=mode, num_layers=L, conditioned=conditioned, apply_as=apply_as)
   variables = module.init(jax.random.PRNGKey(0), h, graphs, mask)
   out = np.asarray(module.apply(variables, h, graphs, mask))
   rng = np.random.default_rng(5)
@@ -95,9 +133,10 @@ def test_padding_never_leaks(data, mode, conditioned):
   np.testing.assert_allclose(alone[0], out[1, :n], rtol=1e-5, atol=1e-6)
 
 
-def test_no_gradient_reaches_the_graphs(data):
+@pytest.mark.parametrize("apply_as", ["candidates", "mixtures"])
+def test_no_gradient_reaches_the_graphs(data, apply_as):
   h, graphs, mask = data
-  module = GraphTransfer(num_layers=L)
+  module = GraphTransfer(num_layers=L, apply_as=apply_as)
   variables = module.init(jax.random.PRNGKey(0), h, graphs, mask)
   target = np.random.default_rng(3).standard_normal((B, T, 2 * D)).astype(np.float32)
 
@@ -120,6 +159,8 @@ def test_bad_inputs_are_rejected(data):
     GraphTransfer(num_layers=3).init(jax.random.PRNGKey(0), h, graphs, mask)
   with pytest.raises(ValueError, match="needs the predictor"):
     GraphTransfer(num_layers=L).init(jax.random.PRNGKey(0), h, None, mask)
+  with pytest.raises(ValueError, match="apply_as='dense'"):
+    GraphTransfer(num_layers=L, apply_as="dense").init(jax.random.PRNGKey(0), h, graphs, mask)
 
 
 def test_dropout_follows_the_authors(data):

@@ -11,7 +11,7 @@ from typing import Any, Mapping
 
 from glomo_jax.config import from_dict
 from glomo_jax.tasks.transfer_config import (GRAPH_VARIANTS, VARIANTS, OptimOptions,
-                                             TfdsOptions, check_optim)
+                                             TfdsOptions, check_graph_apply, check_optim)
 
 SOURCES = ("files", "tfds")
 
@@ -28,7 +28,8 @@ class SquadFiles:
 class ReaderOptions:
   """`glomo_jax.squad.model.SquadReader`'s fields (defaults: document-qa).
 
-  transfer_layers: None = the predictor's L (3 for 'uniform')."""
+  transfer_layers: None = the predictor's L (3 for 'uniform'); graph_apply:
+  `GraphTransfer.apply_as` ('auto', 'candidates' or 'mixtures')."""
   embed_dim: int = 100
   oov_scale: float = 0.1
   glove_scale: float = 1.0
@@ -42,6 +43,7 @@ class ReaderOptions:
   num_mixtures: int = 2
   conditioned: bool = True
   transfer_features: int | None = None
+  graph_apply: str = "auto"
 
 
 @dataclasses.dataclass(frozen=True)
@@ -133,6 +135,7 @@ class SquadConfig:
       raise ValueError(f"unknown variant {self.variant!r}: one of {list(VARIANTS)}")
     if self.source not in SOURCES:
       raise ValueError(f"unknown source {self.source!r}: one of {list(SOURCES)}")
+    check_graph_apply(self.model.graph_apply)
     if self.source == "files" and not self.files.train:
       raise ValueError("source='files' needs --config.files.train=PATH (SQuAD JSON, e.g. "
                        "../shared/data/squad_v1.1/squad_train-v1.1_rebuilt.json.xz)")

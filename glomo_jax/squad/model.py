@@ -104,8 +104,8 @@ class SquadReader(nn.Module):
     hidden: GRU width per direction (document-qa 100). dense: the ReLU
       layers' width (200). dropout_rate: variational dropout (0.2).
     glomo: 'none', 'embeddings', 'rnn' or 'uniform'.
-    transfer_layers, num_mixtures, conditioned, transfer_features:
-      GraphTransfer's fields.
+    transfer_layers, num_mixtures, conditioned, transfer_features, graph_apply:
+      GraphTransfer's fields (graph_apply is its apply_as).
   """
   vocab_size: int
   num_chars: int
@@ -122,6 +122,7 @@ class SquadReader(nn.Module):
   num_mixtures: int = 2
   conditioned: bool = True
   transfer_features: int | None = None
+  graph_apply: str = "auto"
 
   @nn.compact
   def __call__(self, context, context_mask, context_chars, question, question_mask,
@@ -161,7 +162,8 @@ class SquadReader(nn.Module):
     transfer = None if self.glomo == "none" else layers.graph_transfer(
         "uniform" if self.glomo == "uniform" else "glomo", num_layers=self.transfer_layers,
         num_mixtures=self.num_mixtures, conditioned=self.conditioned,
-        features=self.transfer_features, dropout_rate=self.dropout_rate, name="transfer")
+        features=self.transfer_features, dropout_rate=self.dropout_rate,
+        apply_as=self.graph_apply, name="transfer")
 
     def transferred(x):  # one transfer, called on each text at its own length
       return pair(transfer(x[:batch, :tc], graphs[0], cm, train=train),

@@ -150,6 +150,7 @@ def build_reader(config: SquadConfig, vocab_size: int, num_chars: int, table=Non
                      transfer_layers=transfer_layers(m.transfer_layers, predictor_layers),
                      num_mixtures=m.num_mixtures,
                      conditioned=m.conditioned, transfer_features=m.transfer_features,
+                     graph_apply=m.graph_apply,
                      **extra)
 
 

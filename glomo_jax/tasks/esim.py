@@ -100,8 +100,8 @@ class ESIM(nn.Module):
       (which needs 2: the graphs go between them).
     embedding_init, freeze_embeddings: as in IMDBClassifier.
     glomo: 'none', 'embeddings', 'rnn' or 'uniform'.
-    transfer_layers, num_mixtures, conditioned, transfer_features:
-      GraphTransfer's fields.
+    transfer_layers, num_mixtures, conditioned, transfer_features, graph_apply:
+      GraphTransfer's fields (graph_apply is its apply_as).
   """
   vocab_size: int
   embed_dim: int = 100
@@ -117,6 +117,7 @@ class ESIM(nn.Module):
   num_mixtures: int = 2
   conditioned: bool = True
   transfer_features: int | None = None
+  graph_apply: str = "auto"
 
   @nn.compact
   def __call__(self, premise: jax.Array, premise_mask: jax.Array,
@@ -154,7 +155,7 @@ class ESIM(nn.Module):
           "uniform" if self.glomo == "uniform" else "glomo",
           num_layers=self.transfer_layers, num_mixtures=self.num_mixtures,
           conditioned=self.conditioned, features=self.transfer_features,
-          dropout_rate=self.dropout_rate, name="transfer")
+          dropout_rate=self.dropout_rate, apply_as=self.graph_apply, name="transfer")
 
     batch, ta, tb = premise.shape[0], premise.shape[1], hypothesis.shape[1]
     length = max(ta, tb)

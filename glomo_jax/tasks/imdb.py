@@ -58,8 +58,9 @@ class IMDBClassifier(nn.Module):
     freeze_embeddings: no gradient to the table.
     glomo: 'none', 'embeddings', 'rnn' or 'uniform'.
     transfer_layers: L of the graph predictor (graphs have 2L layers).
-    num_mixtures, conditioned, transfer_features: GraphTransfer's fields
-      (transfer_features None = the transferred features' width).
+    num_mixtures, conditioned, transfer_features, graph_apply: GraphTransfer's
+      fields (transfer_features None = the transferred features' width;
+      graph_apply is its apply_as).
   """
   vocab_size: int
   embed_dim: int = 100
@@ -75,6 +76,7 @@ class IMDBClassifier(nn.Module):
   num_mixtures: int = 2
   conditioned: bool = True
   transfer_features: int | None = None
+  graph_apply: str = "auto"
 
   def num_rnn_layers(self) -> int:
     if self.rnn_layers is None:
@@ -89,7 +91,8 @@ class IMDBClassifier(nn.Module):
                                  num_mixtures=self.num_mixtures,
                                  conditioned=self.conditioned,
                                  features=self.transfer_features,
-                                 dropout_rate=self.dropout_rate, name="transfer")
+                                 dropout_rate=self.dropout_rate,
+                                 apply_as=self.graph_apply, name="transfer")
 
   @nn.compact
   def __call__(self, text: jax.Array, text_mask: jax.Array,

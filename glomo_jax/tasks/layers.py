@@ -191,18 +191,19 @@ class SelfAttention(nn.Module):
 
 
 def graph_transfer(mode: str, *, num_layers: int, num_mixtures: int, conditioned: bool,
-                   features: int | None, dropout_rate: float = 0.0,
+                   features: int | None, dropout_rate: float = 0.0, apply_as: str = "auto",
                    name: str | None = None) -> nn.Module:
   """A `glomo_jax.transfer.layer.GraphTransfer`.
 
   mode: 'glomo' (graphs from the predictor) or 'uniform' (uniform over the
   valid positions, no graphs). Returns a module mapping (h [B, T, d],
   graphs [B, 2L, K, T, T] or None, mask [B, T], train=) → [B, T, d + features]
-  = [h ; gated], with the authors' locked dropout inside (`dropout_rate`).
+  = [h ; gated], with the authors' locked dropout inside (`dropout_rate`);
+  `apply_as`: GraphTransfer's (how the candidates reach h).
   """
   return GraphTransfer(mode=mode, num_layers=num_layers, num_mixtures=num_mixtures,
                        conditioned=conditioned, features=features,
-                       dropout_rate=dropout_rate, name=name)
+                       dropout_rate=dropout_rate, apply_as=apply_as, name=name)
 
 
 def check_graphs(graphs: Any, mask: jax.Array, num_layers: int, what: str) -> None:

@@ -75,7 +75,8 @@ def build_model(config: TransferConfig, data: TaskData, vocab_size: int, table,
                 freeze_embeddings=m.freeze_embeddings, glomo=config.glomo,
                 transfer_layers=transfer_layers(m.transfer_layers, predictor_layers),
                 num_mixtures=m.num_mixtures,
-                conditioned=m.conditioned, transfer_features=m.transfer_features)
+                conditioned=m.conditioned, transfer_features=m.transfer_features,
+                graph_apply=m.graph_apply)
   if len(data.text_fields) == 1:          # imdb, agreement: one text
     return IMDBClassifier(rnn_layers=m.rnn_layers, **common)
   return ESIM(self_attention=m.self_attention, rnn_layers=m.rnn_layers, **common)

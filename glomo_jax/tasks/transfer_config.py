@@ -15,6 +15,7 @@ from typing import Any, Mapping
 import optax
 
 from glomo_jax.config import from_dict
+from glomo_jax.transfer.layer import APPLY_AS
 
 # Variant → the task model's `glomo` field.
 VARIANTS = {"baseline": "none", "embeddings": "embeddings", "rnn": "rnn",
@@ -30,6 +31,7 @@ GRAPH_SOURCES = ("predictor", "arcs")
 CONFIG_FILE = "config.json"    # the run's config, in its workdir
 RESUMABLE_CHANGES = ("optim.steps", "optim.epochs", "optim.log_every",
                      "optim.checkpoint_every", "graph_cache_dir",
+                     "model.graph_apply",                 # the same math, another order
                      "num_steps", "log_every", "checkpoint_every")   # the last: image pretraining
 
 
@@ -116,7 +118,8 @@ class ClassifierOptions:
   stacked BiGRUs of IMDBClassifier, input-encoding BiLSTMs of ESIM (None: 1,
   or 2 for the 'rnn' variant; 2 with 'baseline' is that variant's baseline of
   the same depth); self_attention: ESIM only; oov_scale, glove_scale: the
-  random rows' std and the GloVe rows' factor (`tasks.glove.embedding_matrix`).
+  random rows' std and the GloVe rows' factor (`tasks.glove.embedding_matrix`);
+  graph_apply: `GraphTransfer.apply_as` ('auto', 'candidates' or 'mixtures').
   """
   embed_dim: int = 100
   hidden: int = 128
@@ -130,6 +133,7 @@ class ClassifierOptions:
   num_mixtures: int = 2
   conditioned: bool = True
   transfer_features: int | None = None
+  graph_apply: str = "auto"
 
 
 @dataclasses.dataclass(frozen=True)
@@ -205,6 +209,13 @@ def loop_values(o: OptimOptions, batches_per_epoch: int, select_metric: str) -> 
               checkpoint_every=o.checkpoint_every or eval_every, keep_checkpoints=2,
               select_metric=select_metric, select_mode="max", patience=o.patience,
               keep_best=True)
+
+
+def check_graph_apply(value: str) -> None:
+  """Raises ValueError unless `value` is a `GraphTransfer.apply_as`."""
+  if value not in APPLY_AS:
+    raise ValueError(f"unknown model.graph_apply {value!r}: one of {list(APPLY_AS)} "
+                     "('auto' picks the cheaper for the shapes)")
 
 
 def check_optim(o: OptimOptions) -> None:
@@ -312,6 +323,7 @@ class TransferConfig:
       raise ValueError(f"unknown variant {self.variant!r}: one of {list(VARIANTS)}")
     if self.source not in SOURCES:
       raise ValueError(f"unknown source {self.source!r}: one of {list(SOURCES)}")
+    check_graph_apply(self.model.graph_apply)
     if (self.task == "agreement") != (self.source == "synthetic"):
       raise ValueError("task 'agreement' reads source='synthetic' (the built-in language), "
                        f"and only it does: got task {self.task!r}, source {self.source!r}")

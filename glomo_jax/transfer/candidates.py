@@ -23,8 +23,9 @@ Two forms of the same candidates:
 
 * `graph_candidates`: the matrices C_c themselves, [B, C, T, T]; the
   products cost O(T³) and the stack C·T² floats an example. For looking at
-  graphs and for short inputs.
-* `propagated_candidates`: what the transfer layer needs, C_c H (each
+  graphs and for short inputs (`GraphTransfer` mixes them where
+  `mixtures_are_cheaper`).
+* `propagated_candidates`: C_c H (each
   candidate applied to the features H [B, T, d]), [B, C, T, d], without
   forming any product matrix: Λ^l H = G^l (Λ^{l−1} H), so every candidate
   costs one [T, T]·[T, d] product and memory stays C·T·d floats an example
@@ -134,3 +135,29 @@ def propagated_candidates(graphs, h, mask, num_layers: int
     return stacked.reshape(batch, (2 * num_layers - 1) * heads, length, dim)
 
   return direction(0), direction(num_layers)
+
+
+def mixtures_are_cheaper(heads: int, length: int, dim: int, num_layers: int,
+                         num_mixtures: int) -> bool:
+  """Whether `GraphTransfer` should mix the candidate matrices and apply each
+  mixture to H, rather than apply each candidate to H and mix the results.
+
+  Multiply-adds per direction and example, forward and backward (H needs its
+  gradient; the graphs get none), with C = (2L − 1)·K candidates and n
+  mixtures:
+
+    candidates applied: 2·K·(2L − 1)·T²·d  (G^l [H ; Λ^{l−1} H], and back);
+    mixtures formed:    (L − 1)·K·T³       (the products Λ^l, forward only)
+                        + 2·n·C·T²         (mixing, and the weights' gradient)
+                        + 3·n·T²·d         (M_n H, and its two gradients).
+
+  Mixtures are chosen when they cost fewer multiply-adds and their candidate
+  matrices (C·T² floats an example) hold at most twice the applied candidates'
+  (C·T·d): T ≤ 2d. With the paper's L 3, K 4, n 2 and d 100 that is T ≤ 200
+  (IMDB's 128 words, MNLI's 64), not SQuAD's passages of hundreds of words.
+  """
+  count = (2 * num_layers - 1) * heads
+  applied = 2 * heads * (2 * num_layers - 1) * length ** 2 * dim
+  formed = ((num_layers - 1) * heads * length ** 3 + 2 * num_mixtures * count * length ** 2
+            + 3 * num_mixtures * length ** 2 * dim)
+  return formed < applied and length <= 2 * dim

@@ -24,13 +24,14 @@ import jax
 import jax.numpy as jnp
 
 
-def graph_features(graphs, h, mask=None) -> jax.Array:
+def graph_features(graphs, h, mask=None, precision=None) -> jax.Array:
   """HM: each graph's weighted sums of the features.
 
   Args:
     graphs: [B, n, T_target, T_source].
     h: [B, T, d].
     mask: optional [B, T] (1 = real position).
+    precision: of the product (`jax.lax.Precision`; None: the default).
 
   Returns:
     [B, n, T, d] with [b, k, t] = Σ_i graphs[b, k, t, i] h[b, i]; rows of
@@ -45,7 +46,7 @@ def graph_features(graphs, h, mask=None) -> jax.Array:
     mask = jnp.asarray(mask).astype(bool)
     h = jnp.where(mask[:, :, None], h, 0)
     graphs = jnp.where(mask[:, None, None, :], graphs, 0)
-  out = jnp.einsum("bnts,bsd->bntd", graphs, h)
+  out = jnp.einsum("bnts,bsd->bntd", graphs, h, precision=precision)
   if mask is not None:
     out = jnp.where(mask[:, None, :, None], out, 0)
   return out

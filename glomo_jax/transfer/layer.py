@@ -4,11 +4,17 @@ Given features h [B, T, d] and a mask [B, T]:
 
 * 'glomo': the predictor's graphs [B, 2L, K, T, T] ([.., target, source]) get
   `jax.lax.stop_gradient` (the predictor is frozen); each direction's
-  (2L−1)·K candidates are applied to h (`propagated_candidates`: C_c h,
-  padding rows and columns of the graphs ignored) and mixed by the
-  direction's own `GraphMixture` ('mixture_fw', 'mixture_bw'; num_mixtures
-  each, conditioned on h or free), which gives M_n h for the mixtures M_n of
-  the candidate graphs; the 2·num_mixtures of them, ordered
+  (2L−1)·K candidates are mixed by the direction's own `GraphMixture`
+  ('mixture_fw', 'mixture_bw'; num_mixtures each, conditioned on h or free)
+  into M_n h for the mixtures M_n of the candidate graphs (padding rows and
+  columns of the graphs ignored), one of two ways (`apply_as`):
+  - 'candidates': every candidate applied to h (`propagated_candidates`,
+    C_c h), then the results mixed;
+  - 'mixtures': the candidate matrices formed (`graph_candidates`), mixed
+    into M_n, and each M_n applied to h (`graph_features`).
+  The mixture is linear in each row, so both give the same numbers to float
+  rounding; 'auto' takes the cheaper for the shapes (below). The
+  2·num_mixtures M_n h, ordered
   [fw_1, bw_1, fw_2, bw_2, …] as in the authors' code, go to `GatedFusion`
   ('fusion'): output [H ; gated], [B, T, d + features].
 * 'uniform': the same fusion with one graph, uniform over the valid positions
@@ -20,11 +26,16 @@ Padding never leaks: graph entries in padding rows or columns are ignored
 and the HM rows of padding targets are 0, so outputs at real positions do not depend on anything at padding
 positions (the output at a padding position still holds its own h).
 
-Cost: beyond the graphs it is given (2L·K·T² an example), the layer holds
-C_c h, B·2·(2L−1)·K·T·d floats, and does one [T, T]·[T, d] product per graph
-and candidate; no [T, T] candidate matrix is formed (forming them, as
-`graph_candidates` does, is O(T³) and took 20 GB for a batch of 32 SQuAD
-passages of 832 words).
+Cost, beyond the graphs it is given (2L·K·T² an example), with C = (2L−1)·K:
+- 'candidates' holds C_c h, B·2·C·T·d floats, and does one [T, T]·[T, d]
+  product per graph and candidate, forward and backward; no [T, T] candidate
+  matrix is formed (forming them is O(T³) and took 20 GB for a batch of 32
+  SQuAD passages of 832 words).
+- 'mixtures' holds the candidate matrices, B·2·C·T² floats, and forms the
+  products Λ^l, 2·(L−1)·K [T, T]·[T, T] products with no gradient; then only
+  2·num_mixtures [T, T]·[T, d] products, forward and backward.
+- 'auto' (`mixtures_are_cheaper`) takes 'mixtures' where it costs fewer
+  multiply-adds and T ≤ 2d: IMDB's 128 words and MNLI's 64, not SQuAD's passages.
 Dropout follows the authors' code (`dropout_rate`, with ``train=True``):
 H and HM come from the clean h, and locked dropout (one mask per example and
 feature, shared over positions) is applied only to the input of each
@@ -38,12 +49,14 @@ import flax.linen as nn
 import jax
 import jax.numpy as jnp
 
-from glomo_jax.transfer.candidates import propagated_candidates
+from glomo_jax.transfer.candidates import (graph_candidates, mixtures_are_cheaper,
+                                           propagated_candidates)
 from glomo_jax.transfer.fusion import GatedFusion, graph_features
 from glomo_jax.transfer.mixture import GraphMixture
 from glomo_jax.transfer.uniform import uniform_graphs
 
 MODES = ("glomo", "uniform", "none")
+APPLY_AS = ("auto", "candidates", "mixtures")
 
 
 class GraphTransfer(nn.Module):
@@ -57,6 +70,10 @@ class GraphTransfer(nn.Module):
       or free softmax parameters.
     features: width of the gated part (default: the input width d).
     dropout_rate: see the module docstring (authors: the model's rate).
+    apply_as: how 'glomo' reaches M_n H (module docstring): 'candidates'
+      (each candidate applied to h, then mixed), 'mixtures' (the candidate
+      matrices mixed, then each mixture applied to h), or 'auto' (whichever
+      `mixtures_are_cheaper` picks for the shapes). Same numbers to float rounding.
   """
   mode: str = "glomo"
   num_layers: int = 3
@@ -64,6 +81,7 @@ class GraphTransfer(nn.Module):
   conditioned: bool = True
   features: int | None = None
   dropout_rate: float = 0.0
+  apply_as: str = "auto"
 
   @nn.compact
   def __call__(self, h, graphs, mask, candidates=None, train: bool = False):
@@ -86,6 +104,9 @@ class GraphTransfer(nn.Module):
     """
     if self.mode not in MODES:
       raise ValueError(f"GraphTransfer.mode={self.mode!r} is not one of {list(MODES)}")
+    if self.apply_as not in APPLY_AS:
+      raise ValueError(f"GraphTransfer.apply_as={self.apply_as!r} is not one of "
+                       f"{list(APPLY_AS)}")
     if self.mode == "none":
       return h
     h = jnp.asarray(h)
@@ -100,6 +121,7 @@ class GraphTransfer(nn.Module):
     if self.mode == "uniform":
       hm = graph_features(uniform_graphs(mask)[:, None], h, mask)  # [B, 1, T, d]
     else:
+      as_mixtures = False
       if candidates is not None:
         fw, bw = (jax.lax.stop_gradient(c) for c in candidates)     # [B, C, T, d]
         count = (2 * self.num_layers - 1)
@@ -112,11 +134,24 @@ class GraphTransfer(nn.Module):
         raise ValueError("mode 'glomo' needs the predictor's graphs")
       else:
         graphs = jax.lax.stop_gradient(jnp.asarray(graphs))
-        fw, bw = propagated_candidates(graphs, h, mask, self.num_layers)
+        as_mixtures = self.apply_as == "mixtures" or (
+            self.apply_as == "auto" and mixtures_are_cheaper(
+                graphs.shape[2], length, h.shape[-1], self.num_layers, self.num_mixtures))
+        if as_mixtures:      # the candidate matrices [B, C, T, T], padding zeroed
+          pair = mask[:, None, None, :, None] & mask[:, None, None, None, :]
+          fw, bw = graph_candidates(
+              jnp.where(pair, graphs.astype(jnp.promote_types(graphs.dtype, jnp.float32)), 0),
+              self.num_layers)
+        else:                # C_c h [B, C, T, d]
+          fw, bw = propagated_candidates(graphs, h, mask, self.num_layers)
       mix = dict(num_mixtures=self.num_mixtures, conditioned=self.conditioned,
                  dropout_rate=self.dropout_rate)
       hm_fw = GraphMixture(**mix, name="mixture_fw")(fw, h, deterministic=not train)
       hm_bw = GraphMixture(**mix, name="mixture_bw")(bw, h, deterministic=not train)
+      if as_mixtures:        # M_n [B, n, T, T] -> M_n H
+        highest = jax.lax.Precision.HIGHEST
+        hm_fw = graph_features(hm_fw, h, mask, precision=highest)
+        hm_bw = graph_features(hm_bw, h, mask, precision=highest)
       hm = jnp.stack([hm_fw, hm_bw], axis=2).reshape(
           batch, 2 * self.num_mixtures, length, h.shape[-1])
     return GatedFusion(self.features, self.dropout_rate, name="fusion")(

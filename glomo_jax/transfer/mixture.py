@@ -24,7 +24,8 @@ The mixture is linear in each target row, so it can mix the candidates
 themselves ([B, C, T_target, T_source] → M) or the candidates already applied
 to features (C_c H, [B, C, T_target, d] → M_n H, `propagated_candidates`):
 mixing rows of C_c H gives exactly the rows of M_n H. `GraphTransfer` does
-the latter, which never holds a [T, T] matrix per candidate.
+either (its `apply_as`): the latter never holds a [T, T] matrix per
+candidate; the former applies only the mixtures to H.
 """
 from __future__ import annotations
 
