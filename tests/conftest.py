@@ -18,11 +18,10 @@ os.environ.setdefault("JAX_PLATFORMS", "cpu")
 if "xla_force_host_platform_device_count" not in os.environ.get("XLA_FLAGS", ""):
   os.environ["XLA_FLAGS"] = (os.environ.get("XLA_FLAGS", "") +
                              " --xla_force_host_platform_device_count=8").strip()
+# JAX caches programs whose compile took at least a second (its default):
+# caching every one cost the suite more in serialisation than it saved
 os.environ.setdefault("JAX_COMPILATION_CACHE_DIR",
                       os.path.join(REPO, ".pytest_cache", "jax_compilation"))
-# the tests' programs are small: cache every one (JAX's default skips those
-# compiled in under a second)
-os.environ.setdefault("JAX_PERSISTENT_CACHE_MIN_COMPILE_TIME_SECS", "0")
 
 import jax  # noqa: E402
 import jax.numpy as jnp  # noqa: E402
