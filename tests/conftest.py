@@ -3,9 +3,10 @@ fake devices for sharding tests.
 
 Every test process (pytest's workers and the entry points the tests start,
 which inherit the environment) shares one JAX persistent compilation cache,
-.pytest_cache/jax_compilation (delete it to start cold): a program compiled by
-one test or subprocess, such as the straight, killed and resumed runs of a
-resume test, is loaded by the next instead of compiled again."""
+.pytest_cache/jax_compilation (delete it to start cold): a program that took
+a second or more to compile in one test or subprocess, such as the train step
+of a resume test's straight run, is loaded by the next (the killed and the
+resumed run) instead of compiled again."""
 import json
 import os
 import random
@@ -19,7 +20,7 @@ if "xla_force_host_platform_device_count" not in os.environ.get("XLA_FLAGS", "")
   os.environ["XLA_FLAGS"] = (os.environ.get("XLA_FLAGS", "") +
                              " --xla_force_host_platform_device_count=8").strip()
 # JAX caches programs whose compile took at least a second (its default):
-# caching every one cost the suite more in serialisation than it saved
+# caching every program, however quick, made the cold suite slower
 os.environ.setdefault("JAX_COMPILATION_CACHE_DIR",
                       os.path.join(REPO, ".pytest_cache", "jax_compilation"))
 
