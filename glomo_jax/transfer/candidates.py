@@ -153,8 +153,8 @@ def mixtures_are_cheaper(heads: int, length: int, dim: int, num_layers: int,
 
   Mixtures are chosen when they cost fewer multiply-adds and their candidate
   matrices (C·T² floats an example) hold at most twice the applied candidates'
-  (C·T·d): T ≤ 2d. With the paper's L 3, K 4, n 2 and d 100 that is T ≤ 200
-  (IMDB's 128 words, MNLI's 64), not SQuAD's passages of hundreds of words.
+  (C·T·d): T ≤ 2d. With the CPU-scale tasks' L 3, K 4, n 2 and d 100 that is
+  T ≤ 200 (IMDB's 128 words, MNLI's 64), not SQuAD's passages of hundreds of words.
   """
   count = (2 * num_layers - 1) * heads
   applied = 2 * heads * (2 * num_layers - 1) * length ** 2 * dim
