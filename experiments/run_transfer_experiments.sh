@@ -8,7 +8,8 @@
 # on Tiny ImageNet at 16×16, transferred into CIFAR-10 ResNet-18s (baseline,
 # uniform graph, GLoMo). Also: graph statistics, the alignment with UD English
 # trees, the ablation table, the data-efficiency curve on the built-in
-# language, MNLI's word-vector tables, and MNLI and IMDB trained longer (about 2.5 hours more). CPU-scale task settings: see experiments/RESULTS.md.
+# language, MNLI's word-vector tables, and MNLI and IMDB trained longer
+# (about 2.5 hours more). CPU-scale task settings: see experiments/RESULTS.md.
 # Every step resumes where it stopped.
 # Usage: experiments/run_transfer_experiments.sh [DATA_DIR] [RUNS_DIR]
 set -euo pipefail
@@ -55,18 +56,13 @@ $PY -m experiments.data_efficiency --export="$RUNS/demo/export" \
     --config.files.train="$DATA/mnli/mnli_train_subset_9k.jsonl.xz" \
     --config.predictor_export="$EXPORT" --config.graph_cache_dir="$RUNS/grid/mnli_graph_cache" \
     --config.optim.steps=1
-$PY -m experiments.transfer_grid --config=experiments/configs/mnli.py \
-    --root="$RUNS/grid/mnli" --variants=embeddings,rnn,baseline,uniform --seeds=0,1,2 \
-    --parallel=2 -- \
-    --config.files.train="$DATA/mnli/mnli_train_subset_9k.jsonl.xz" \
-    --config.glove_path="$GLOVE" --config.predictor_export="$EXPORT" \
-    --config.graph_cache_dir="$RUNS/grid/mnli_graph_cache" \
-    --config.model.hidden=100 --config.length_multiple=32 \
-    --config.optim.epochs=2 --config.optim.eval_every=127 --config.optim.patience=100
 MNLI=(--config.files.train="$DATA/mnli/mnli_train_subset_9k.jsonl.xz"
       --config.predictor_export="$EXPORT" --config.graph_cache_dir="$RUNS/grid/mnli_graph_cache"
       --config.model.hidden=100 --config.length_multiple=32
       --config.optim.epochs=2 --config.optim.eval_every=127 --config.optim.patience=100)
+$PY -m experiments.transfer_grid --config=experiments/configs/mnli.py \
+    --root="$RUNS/grid/mnli" --variants=embeddings,rnn,baseline,uniform --seeds=0,1,2 \
+    --parallel=2 -- "${MNLI[@]}" --config.glove_path="$GLOVE"
 # the baseline of the RNN-states variant's depth (two input-encoding BiLSTMs)
 $PY -m experiments.transfer_grid --config=experiments/configs/mnli.py \
     --root="$RUNS/grid/mnli_deep_baseline" --variants=baseline --seeds=0,1,2 --parallel=2 -- \
