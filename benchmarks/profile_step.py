@@ -78,6 +78,28 @@ def module_path(op_name: str, depth: int) -> str:
   return "/".join(parts[:depth]) or "(no op_name)"
 
 
+def model_part(op_name: str, modules: set, depth: int = 2) -> str:
+  """The part of a model an instruction belongs to, from its JAX op_name:
+  the longest path of Flax modules with parameters (`modules`: the prefixes
+  of the parameter tree's paths, as tuples) that the op_name names right
+  after the model (at most `depth` modules), and whether it is the forward
+  pass or the backward (under ``transpose(``). 'transfer/mixture_fw
+  (forward)'; ops of the model outside any such module (a top-level dropout,
+  say) are its '(top level)'; ops outside the model (optimiser, metrics) are
+  'outside the model'."""
+  parts = [p for p in op_name.split("/") if p and not p.startswith("jit(")]
+  model = next((i for i, p in enumerate(parts) if p.startswith(("jvp(", "transpose("))), None)
+  if model is None:
+    return "outside the model"
+  path = []
+  for part in parts[model + 1:]:
+    if len(path) == depth or tuple(path + [part]) not in modules:
+      break
+    path.append(part)
+  way = "backward" if parts[model].startswith("transpose(") else "forward"
+  return f"{'/'.join(path) or '(top level)'} ({way})"
+
+
 def hlo_name(event, aliases: dict[str, str]) -> str | None:
   """The HLO instruction of a trace event: its hlo_op stat or its name (GPU
   kernels are named after their fusion with '.' and '-' as '_')."""

@@ -10,15 +10,22 @@ batch on the host (`task.device_batch`: words, and for the graph variants
 the word graphs gathered from the disk cache) and dispatch the step, so the
 next batch is built while the step runs; the clock stops when the last
 step's loss is on the host. Predictions fetch each batch's result.
+`TimedTask.profile` traces training steps and splits their time by part of
+the model (Flax module, forward or backward).
 """
 from __future__ import annotations
 
+import collections
 import functools
+import glob
+import os
 import statistics
+import tempfile
 import time
 from typing import Callable, Sequence
 
 import jax
+from flax import traverse_util
 
 from glomo_jax.train.step import create_state, train_step
 
@@ -59,6 +66,37 @@ class TimedTask:
     batch = self._batch(indices, batch_size)
     analysis = self.step.lower(self.state, batch).compile().memory_analysis()
     return (analysis.temp_size_in_bytes + analysis.argument_size_in_bytes) / 1e9
+
+  def profile(self, order: Sequence, batch_size: int, depth: int = 2) -> dict[str, float]:
+    """Host-thread milliseconds per training step by part of the model
+    (`profile_step.model_part`: Flax module with parameters, forward or
+    backward), from a JAX profiler trace of the steps of the batches in
+    `order` that have the first batch's shapes (one compiled program, so
+    its instructions name the events). On the CPU, the threads' time: more
+    than the wall time where they run in parallel."""
+    from benchmarks.profile_step import (  # noqa: PLC0415  (imports the step benchmarks)
+        attribute, hlo_instructions, model_part)
+    batches = [self._batch(indices, batch_size) for indices in order]
+    shapes = jax.tree.map(lambda x: x.shape, batches[0])
+    batches = [b for b in batches if jax.tree.map(lambda x: x.shape, b) == shapes]
+    compiled = self.step.lower(self.state, batches[0]).compile()
+    info = hlo_instructions(compiled.as_text())
+    modules = {path[:i] for path in traverse_util.flatten_dict(self.state.params)
+               for i in range(1, len(path))}
+    self.state, metrics = compiled(self.state, batches[0])        # warm
+    float(metrics["loss"])
+    with tempfile.TemporaryDirectory(prefix="task_trace_") as trace_dir:
+      with jax.profiler.trace(trace_dir):
+        for batch in batches:
+          self.state, metrics = compiled(self.state, batch)
+        float(metrics["loss"])
+      paths = glob.glob(os.path.join(trace_dir, "**", "*.xplane.pb"), recursive=True)
+      found, _, _ = attribute(jax.profiler.ProfileData.from_file(paths[0]), info,
+                              jax.default_backend())
+    parts = collections.Counter()
+    for name, durations in found.items():
+      parts[model_part(info[name]["op_name"], modules, depth)] += sum(durations) / 1e6
+    return {part: ms / len(batches) for part, ms in parts.most_common()}
 
 
 def alternate(timed: Sequence[TimedTask], rounds: int,

@@ -28,8 +28,10 @@ compiled before timing; the variants alternate within each round; a figure
 is the median over rounds. The graph caches are built once, timed (on the
 training subset: the predictor's forward pass and the alignment to words;
 the first cache built includes the compiles), in a temporary directory
-removed at the end. Records go to
-benchmarks/results/transfer_speed.jsonl.
+removed at the end. `--profile` then traces each variant's training steps
+(the batches of the first batch's shape) and prints their host-thread time
+by part of the model: which module's forward or backward the time went to.
+Records go to benchmarks/results/transfer_speed.jsonl.
 """
 from __future__ import annotations
 
@@ -71,6 +73,9 @@ def parse() -> argparse.Namespace:
   p.add_argument("--examples", type=int, default=2000, help="training examples read")
   p.add_argument("--batches", type=int, default=24, help="training batches timed per round")
   p.add_argument("--rounds", type=int, default=3)
+  p.add_argument("--profile", action="store_true",
+                 help="after the timing, trace each variant's training steps and print "
+                      "their thread time by part of the model (TimedTask.profile)")
   return p.parse_args()
 
 
@@ -143,6 +148,13 @@ def main():
                  "answer_examples_per_s": rate(answered, times[spec]["answer"]),
                  **{f"{m}_s": s for m, s in times[spec].items()}} for spec in specs}
   report(args, base, rows, cache_rows)
+  if args.profile:
+    for t in timed:
+      rows[t.name]["profile_ms_per_step"] = parts = t.profile(order, b)
+      print(f"\n{t.name}: thread time per training step by part of the model "
+            f"({sum(parts.values()):.1f} ms in all)")
+      for part, ms in parts.items():
+        print(f"{ms:8.1f} ms  {part}")
   record = {"date": time.strftime("%Y-%m-%d %H:%M"), "task": args.task,
             "devices": str(jax.devices()), "examples": len(train), "batches": len(order),
             "max_words": base.max_words, "rounds": args.rounds, "variants": rows,
@@ -178,7 +190,7 @@ def report(args, base: TransferConfig, rows: dict, cache_rows: dict) -> None:
 
 
 def _commit() -> str | None:
-  head = os.path.join(os.path.dirname(RESULTS), "..", "..")
+  head = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))   # the checkout
   try:
     return subprocess.run(["git", "-C", head, "rev-parse", "--short", "HEAD"],
                           capture_output=True, text=True, check=True).stdout.strip()

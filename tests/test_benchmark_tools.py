@@ -1,7 +1,7 @@
 """The benchmark tooling, checked on the CPU (CI has no GPU): the peer's
 command line on a device, device-memory columns, the workers' CPU tuning
 environment, the XLA_FLAGS choice of gpu_run.sh, and the trace attribution
-of profile_step.py."""
+of profile_step.py (to instructions, and to parts of a model)."""
 import contextlib
 import importlib.util
 import io
@@ -112,6 +112,24 @@ def test_hlo_instructions_give_kind_and_flax_module_path():
       "jvp(GLoMo)/decoder_fw.decode_windows/gru")
 
 
+def test_model_part_is_the_deepest_module_with_parameters_and_the_pass():
+  modules = {("transfer",), ("transfer", "mixture_fw"), ("transfer", "mixture_fw", "logits"),
+             ("rnn_0",)}
+  part = lambda op, depth=2: profile_step.model_part(op, modules, depth)
+  assert part("jit(train_step)/jvp(IMDBClassifier)/transfer/mixture_fw/logits/dot_general") == (
+      "transfer/mixture_fw (forward)")
+  assert part("jit(train_step)/jvp(IMDBClassifier)/transfer/mixture_fw/logits/dot_general",
+              depth=3) == "transfer/mixture_fw/logits (forward)"
+  assert part("jit(train_step)/transpose(jvp(IMDBClassifier))/transfer/slice") == (
+      "transfer (backward)")
+  # a name that is not a module with parameters ends the path: ops, Dropout
+  assert part("jit(train_step)/jvp(IMDBClassifier)/rnn_0/while/body/rnn_0/add") == (
+      "rnn_0 (forward)")
+  assert part("jit(train_step)/jvp(IMDBClassifier)/Dropout_1/add") == "(top level) (forward)"
+  assert part("jit(train_step)/optax/add") == "outside the model"
+  assert part("") == "outside the model"
+
+
 def test_profile_step_attributes_a_cpu_trace_to_the_steps_instructions(capsys):
   profile_step.main(["--config", "small", "--bsz", "2", "--bptt", "12", "--steps", "1",
                      "--warmup", "1", "--top", "5"])
@@ -125,6 +143,26 @@ def test_profile_step_attributes_a_cpu_trace_to_the_steps_instructions(capsys):
   counts = dict(item.split(": ") for item in
                 threads.split("busy: ")[1].splitlines()[0].split(", "))
   assert sum(float(ms) for ms in counts.values()) > 0
+
+
+def test_a_task_steps_profile_splits_its_time_by_module_and_pass(tmp_path):
+  sys.path.insert(0, REPO)
+  from benchmarks.task_timing import TimedTask  # noqa: PLC0415
+  from glomo_jax.tasks import (ClassificationTask, build_model, embedding_matrix,  # noqa: PLC0415
+                               load_task_data)
+  from test_tasks_classification import imdb_config  # noqa: PLC0415
+  config = imdb_config(tmp_path, variant="uniform")
+  data = load_task_data(config)
+  vocab = data.build_vocabulary()
+  table, _ = embedding_matrix(vocab, None, dim=16, oov_scale=0.5, seed=0)
+  timed = TimedTask("uniform", ClassificationTask(build_model(config, data, len(vocab), table),
+                                                  data, vocab, config))
+  before = int(timed.state.step)
+  parts = timed.profile([list(range(8)), list(range(8, 16))], 8)
+  assert int(timed.state.step) == before + 3            # a warm step, then the two traced
+  assert all(ms >= 0 for ms in parts.values()) and sum(parts.values()) > 0
+  assert {"transfer/fusion (forward)", "transfer/fusion (backward)"} <= set(parts)
+  assert any(p.startswith("rnn_0") for p in parts)
 
 
 def test_thread_occupancy_counts_busy_threads_and_what_ran_alone():
