@@ -18,8 +18,10 @@ is the median over rounds. Building the graph cache (the predictor's forward
 pass and the alignment to words, once per paragraph and question) is timed
 separately, once. Memory: the XLA buffers (temporaries plus arguments) of
 the compiled training step for a batch of 32 questions on the longest
-passages of the training subset, from `memory_analysis()`. Records go to
-benchmarks/results/squad_speed.jsonl.
+passages of the training subset, from `memory_analysis()`. `--profile`
+then traces each variant's training steps (the batches of the commonest
+shape) and prints their host-thread time by part of the model. Records go
+to benchmarks/results/squad_speed.jsonl.
 """
 from __future__ import annotations
 
@@ -35,7 +37,7 @@ sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 import jax  # noqa: E402
 
-from benchmarks.task_timing import TimedTask, alternate, rate  # noqa: E402
+from benchmarks.task_timing import TimedTask, alternate, print_profiles, rate  # noqa: E402
 from experiments.configs import squad as squad_configs  # noqa: E402
 from glomo_jax.squad import SquadConfig, SquadTask  # noqa: E402
 from glomo_jax.squad.run import build_reader, build_vocabularies, load_squad, squad_graphs  # noqa: E402,E501
@@ -54,6 +56,9 @@ def parse() -> argparse.Namespace:
   p.add_argument("--questions", type=int, default=4000, help="training subset read")
   p.add_argument("--batches", type=int, default=12, help="batches timed per round")
   p.add_argument("--rounds", type=int, default=3)
+  p.add_argument("--profile", action="store_true",
+                 help="after the timing, trace each variant's training steps and print "
+                      "their thread time by part of the model (TimedTask.profile)")
   return p.parse_args()
 
 
@@ -112,6 +117,9 @@ def main():
           f"{row['answer_questions_per_s']:.1f} | "
           f"{row['answer_questions_per_s'] / ref['answer_questions_per_s']:.3f}× | "
           f"{row['longest_step_gb']:.2f} |")
+  if args.profile:
+    for name, parts in print_profiles(timed, order, b).items():
+      rows[name]["profile_ms_per_step"] = parts
   lengths = [int(train.lengths("context")[i].max()) for i in order]
   if graph_seconds is not None:
     n_par, n_q = len(train.paragraphs), len(train)

@@ -71,14 +71,15 @@ class TimedTask:
     """Host-thread milliseconds per training step by part of the model
     (`profile_step.model_part`: Flax module with parameters, forward or
     backward), from a JAX profiler trace of the steps of the batches in
-    `order` that have the first batch's shapes (one compiled program, so
-    its instructions name the events). On the CPU, the threads' time: more
+    `order` that have the commonest shapes (one compiled program, so its
+    instructions name the events). On the CPU, the threads' time: more
     than the wall time where they run in parallel."""
     from benchmarks.profile_step import (  # noqa: PLC0415  (imports the step benchmarks)
         attribute, hlo_instructions, model_part)
     batches = [self._batch(indices, batch_size) for indices in order]
-    shapes = jax.tree.map(lambda x: x.shape, batches[0])
-    batches = [b for b in batches if jax.tree.map(lambda x: x.shape, b) == shapes]
+    shapes = [tuple(x.shape for x in jax.tree.leaves(b)) for b in batches]
+    common = collections.Counter(shapes).most_common(1)[0][0]   # ties: the first seen
+    batches = [b for b, shape in zip(batches, shapes) if shape == common]
     compiled = self.step.lower(self.state, batches[0]).compile()
     info = hlo_instructions(compiled.as_text())
     modules = {path[:i] for path in traverse_util.flatten_dict(self.state.params)
@@ -97,6 +98,20 @@ class TimedTask:
     for name, durations in found.items():
       parts[model_part(info[name]["op_name"], modules, depth)] += sum(durations) / 1e6
     return {part: ms / len(batches) for part, ms in parts.most_common()}
+
+
+def print_profiles(timed: Sequence[TimedTask], order: Sequence, batch_size: int
+                   ) -> dict[str, dict[str, float]]:
+  """`TimedTask.profile` of each variant's training batches `order`, printed
+  as a list per variant; returns {variant: {part: ms per step}}."""
+  profiles = {}
+  for t in timed:
+    profiles[t.name] = parts = t.profile(order, batch_size)
+    print(f"\n{t.name}: thread time per training step by part of the model "
+          f"({sum(parts.values()):.1f} ms in all)")
+    for part, ms in parts.items():
+      print(f"{ms:8.1f} ms  {part}")
+  return profiles
 
 
 def alternate(timed: Sequence[TimedTask], rounds: int,

@@ -29,7 +29,7 @@ is the median over rounds. The graph caches are built once, timed (on the
 training subset: the predictor's forward pass and the alignment to words;
 the first cache built includes the compiles), in a temporary directory
 removed at the end. `--profile` then traces each variant's training steps
-(the batches of the first batch's shape) and prints their host-thread time
+(the batches of the commonest shape) and prints their host-thread time
 by part of the model: which module's forward or backward the time went to.
 Records go to benchmarks/results/transfer_speed.jsonl.
 """
@@ -49,7 +49,7 @@ sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 import jax  # noqa: E402
 
-from benchmarks.task_timing import TimedTask, alternate, rate  # noqa: E402
+from benchmarks.task_timing import TimedTask, alternate, print_profiles, rate  # noqa: E402
 from experiments.configs import imdb as imdb_configs  # noqa: E402
 from experiments.configs import mnli as mnli_configs  # noqa: E402
 from glomo_jax.tasks import TransferConfig  # noqa: E402
@@ -149,12 +149,8 @@ def main():
                  **{f"{m}_s": s for m, s in times[spec].items()}} for spec in specs}
   report(args, base, rows, cache_rows)
   if args.profile:
-    for t in timed:
-      rows[t.name]["profile_ms_per_step"] = parts = t.profile(order, b)
-      print(f"\n{t.name}: thread time per training step by part of the model "
-            f"({sum(parts.values()):.1f} ms in all)")
-      for part, ms in parts.items():
-        print(f"{ms:8.1f} ms  {part}")
+    for name, parts in print_profiles(timed, order, b).items():
+      rows[name]["profile_ms_per_step"] = parts
   record = {"date": time.strftime("%Y-%m-%d %H:%M"), "task": args.task,
             "devices": str(jax.devices()), "examples": len(train), "batches": len(order),
             "max_words": base.max_words, "rounds": args.rounds, "variants": rows,
