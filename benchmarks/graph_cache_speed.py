@@ -11,8 +11,9 @@ characters), sorted by words as the cache sorts them, in batches of `batch`.
 on the weights). Two passes: cold (each distinct (P, W) shape compiles the
 predictor and the alignment once) and warm (nothing compiles). Prints one
 JSON line with, per pass: examples/s, graphs/s (examples × 2L·K), the
-shapes and the seconds of each phase. `--top_k=8,16` adds the bytes of the
-dense cache and of top-k caches of those texts, and the weight top-k keeps.
+shapes and the seconds of each phase. `--top_k=8,16,32:uint8` adds the bytes
+of the dense cache and of top-k caches of those texts (float16 weights, or
+uint8 levels after a colon), and the weight top-k keeps.
 """
 from __future__ import annotations
 
@@ -51,8 +52,9 @@ def main():
   parser.add_argument("--batch", type=int, default=32)
   parser.add_argument("--pad_multiple", type=int, default=16)
   parser.add_argument("--top_k", default="",
-                      help="Comma-separated k: also build the dense cache and a top-k cache "
-                           "of each k, and report their bytes and the weight kept.")
+                      help="Comma-separated k or k:dtype (dtype float16, float32 or uint8): also "
+                           "build the dense cache and a top-k cache of each, and report "
+                           "their bytes and the weight kept.")
   args = parser.parse_args()
   from glomo_jax.tasks.datasets import read_jsonl  # noqa: PLC0415
   from glomo_jax.tasks.words import plain_text, tokenize_with_offsets  # noqa: PLC0415
@@ -89,11 +91,15 @@ def cache_sizes(args, predictor, texts, words, spans) -> list[dict]:
   from glomo_jax.transfer.cache import cached_word_graphs  # noqa: PLC0415
   out = []
   with tempfile.TemporaryDirectory() as root:
-    for k in [None] + [int(k) for k in args.top_k.split(",")]:
+    for spec in [""] + args.top_k.split(","):
+      k, _, dtype = spec.partition(":")
+      k, dtype = (int(k) if k else None), dtype or "float16"
       t = time.perf_counter()
       cache = cached_word_graphs(root, predictor, words, args.max_words, texts=texts,
-                                 word_spans=spans, batch_size=args.batch, top_k=k)
-      row = {"top_k": k, "bytes": cache.nbytes, "build_s": round(time.perf_counter() - t, 2)}
+                                 word_spans=spans, batch_size=args.batch, top_k=k,
+                                 dtype=dtype)
+      row = {"top_k": k, "dtype": dtype, "bytes": cache.nbytes,
+             "build_s": round(time.perf_counter() - t, 2)}
       if k is not None:
         row["of_dense"] = round(cache.nbytes / out[0]["bytes"], 4)
         row["mass_kept"] = {n: round(v, 4) if isinstance(v, float) else v

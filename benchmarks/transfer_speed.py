@@ -13,7 +13,8 @@ The task settings are those of the CPU-scale grids of experiments/RESULTS.md
 (the task config with max_words 128 for IMDB and 64 for MNLI); `--examples`
 training examples are read (the grids read 8,000). A variant is 'baseline',
 'uniform', 'embeddings', 'rnn', or a graph variant reading a top-k cache,
-'embeddings:8' (its host batch densifies the k sources of each row); a graph
+'embeddings:8', with uint8 weights 'embeddings:32:uint8' (its host batch
+densifies the kept sources of each row); a graph
 variant may name how its graphs reach the features, 'embeddings@candidates'
 or 'embeddings@mixtures' (`--config.model.graph_apply`; default 'auto').
 
@@ -88,19 +89,22 @@ def base_config(args) -> TransferConfig:
   return TransferConfig.from_dict(raw.to_dict())
 
 
-def split_variant(spec: str) -> tuple[str, int | None, str]:
-  """'embeddings:8@mixtures' -> ('embeddings', 8, 'mixtures');
-  'baseline' -> ('baseline', None, 'auto')."""
+def split_variant(spec: str) -> tuple[str, str, str]:
+  """'embeddings:32:uint8@mixtures' -> ('embeddings', '32:uint8', 'mixtures');
+  'baseline' -> ('baseline', '', 'auto')."""
   spec, _, graph_apply = spec.partition("@")
-  name, _, k = spec.partition(":")
-  return name, int(k) if k else None, graph_apply or "auto"
+  name, _, cache = spec.partition(":")
+  return name, cache, graph_apply or "auto"
 
 
-def variant_config(base: TransferConfig, spec: str) -> tuple[TransferConfig, int | None]:
-  """The run config of a variant spec, and its cache's top-k."""
-  name, top_k, graph_apply = split_variant(spec)
-  return base.replace(variant=name,
-                      model=dataclasses.replace(base.model, graph_apply=graph_apply)), top_k
+def variant_config(base: TransferConfig, spec: str) -> tuple[TransferConfig, str]:
+  """The run config of a variant spec (its graph cache's top-k and dtype
+  included), and the cache's part of the spec ('' dense, '8', '32:uint8')."""
+  name, cache, graph_apply = split_variant(spec)
+  k, _, dtype = cache.partition(":")
+  return base.replace(variant=name, graph_cache_topk=int(k) if k else None,
+                      graph_cache_dtype=dtype or base.graph_cache_dtype,
+                      model=dataclasses.replace(base.model, graph_apply=graph_apply)), cache
 
 
 def main():
@@ -114,28 +118,29 @@ def main():
   predictor, caches, cache_rows = None, {}, {}
   specs = args.variants.split(",")
   for spec in specs:
-    config, top_k = variant_config(base, spec)
-    if not config.reads_graphs or top_k in caches:
+    config, cache = variant_config(base, spec)
+    if not config.reads_graphs or cache in caches:
       continue
     if predictor is None:
       from glomo_jax.export import load_graph_predictor  # noqa: PLC0415
       predictor = load_graph_predictor(args.predictor_export)
     began = time.perf_counter()
-    caches[top_k] = task_graphs(config.replace(graph_cache_topk=top_k), predictor, data,
-                                cache_root, splits=["train"])   # what is timed reads train
+    caches[cache] = task_graphs(config, predictor, data, cache_root,
+                                splits=["train"])   # what is timed reads train
     seconds = time.perf_counter() - began
     texts = len(data.splits["train"]) * len(data.text_fields)
-    per_text = caches[top_k].graph_prefix[0] * caches[top_k].graph_prefix[1]
-    cache_rows[top_k] = {
-        "top_k": top_k, "build_s": seconds, "texts_per_s": texts / seconds,
+    per_text = caches[cache].graph_prefix[0] * caches[cache].graph_prefix[1]
+    cache_rows[cache] = {
+        "top_k": config.graph_cache_topk, "dtype": config.graph_cache_dtype,
+        "build_s": seconds, "texts_per_s": texts / seconds,
         "graphs_per_s": texts * per_text / seconds,
-        "bytes": sum(c.nbytes for c in caches[top_k].caches["train"].values())}
+        "bytes": sum(c.nbytes for c in caches[cache].caches["train"].values())}
   timed = []
   for spec in specs:
-    config, top_k = variant_config(base, spec)
+    config, cache = variant_config(base, spec)
     layers = predictor.config.num_graph_layers if config.reads_graphs else None
     model = build_model(config, data, len(vocab), table, layers)
-    graphs = caches[top_k] if config.reads_graphs else None
+    graphs = caches[cache] if config.reads_graphs else None
     timed.append(TimedTask(spec, ClassificationTask(model, data, vocab, config, graphs)))
   train, b = data.splits["train"], base.optim.batch_size
   order = batch_order(train, b, shuffle=True, seed=0, drop_remainder=True,
@@ -174,13 +179,14 @@ def report(args, base: TransferConfig, rows: dict, cache_rows: dict) -> None:
           f"{ref['train_examples_per_s'] / row['train_examples_per_s']:.3f}× | "
           f"{row['answer_examples_per_s']:.1f} | "
           f"{ref['answer_examples_per_s'] / row['answer_examples_per_s']:.3f}× |")
-  dense = cache_rows.get(None, {}).get("bytes")
+  dense = cache_rows.get("", {}).get("bytes")
   if cache_rows:
     print("\n| cache | build s | texts/s | graphs/s | bytes | of dense |")
     print("|---|---|---|---|---|---|")
   for row in cache_rows.values():
     share = f"{row['bytes'] / dense:.3f}" if dense else "–"
-    print(f"| {'dense' if row['top_k'] is None else 'top-%d' % row['top_k']} | "
+    name = "dense" if row["top_k"] is None else f"top-{row['top_k']}"
+    print(f"| {name}, {row['dtype']} | "
           f"{row['build_s']:.1f} | {row['texts_per_s']:.1f} | {row['graphs_per_s']:.0f} | "
           f"{row['bytes'] / 1e6:.1f} MB | {share} |")
 

@@ -13,6 +13,7 @@ import pytest
 from glomo_jax import ModelConfig
 from glomo_jax.data.tokenizer import train_tokenizer
 from glomo_jax.export import export_graph_predictor, load_graph_predictor
+from glomo_jax.tasks.graphs import TaskGraphs
 from glomo_jax.transfer import (GraphTransfer, cached_word_graphs, encode_word_lists,
                                 word_graphs)
 from glomo_jax.transfer import cache as cache_lib
@@ -244,27 +245,6 @@ def test_cache_of_raw_texts_equals_text_graphs(predictor, tmp_path):
                        word_spans=[np.array([[0, 1], [2, 3], [4, 5]])])
 
 
-def test_top_k_rows_by_hand():
-  block = np.array([[0.5, 0.3, 0.2, 0.0],      # 3 nonzeros, k 2: cut, renormalised
-                    [0.6, 0.0, 0.4, 0.0],      # 2 nonzeros: exact
-                    [0.0, 0.0, 0.0, 0.0],      # empty
-                    [0.25, 0.25, 0.25, 0.25]], np.float32)
-  sources, weights, kept = cache_lib.top_k_rows(block, 2)
-  assert sorted(sources[0]) == [0, 1] and sorted(sources[1]) == [0, 2]
-  np.testing.assert_allclose(sorted(weights[0]), [0.375, 0.625], rtol=1e-6)
-  np.testing.assert_array_equal(sorted(weights[1]), [np.float32(0.4), np.float32(0.6)])
-  np.testing.assert_array_equal(weights[2], [0, 0])
-  np.testing.assert_allclose(kept, [0.8, 1, 1, 0.5], rtol=1e-6)
-  np.testing.assert_allclose(weights[3].sum(), 1, rtol=1e-6)
-  dense = cache_lib.densify(sources, weights, (), 4, 2)
-  np.testing.assert_allclose(dense[0], [0.625, 0.375, 0, 0], rtol=1e-6)
-  np.testing.assert_array_equal(dense[1:3], block[1:3])
-  # k at least n: every source is kept, nothing changes
-  sources, weights, kept = cache_lib.top_k_rows(block, 6)
-  np.testing.assert_array_equal(cache_lib.densify(sources, weights, (), 4, 6), block)
-  assert (kept == 1).all()
-
-
 def test_sparse_cache_equals_dense_where_k_covers_the_nonzeros(predictor, tmp_path):
   dense = cached_word_graphs(str(tmp_path), predictor, DATASET, W)
   full, mask = dense.get(range(len(DATASET)))
@@ -278,7 +258,9 @@ def test_sparse_cache_equals_dense_where_k_covers_the_nonzeros(predictor, tmp_pa
                                 dense.get(range(len(DATASET)), dtype="float16")[0])
   np.testing.assert_array_equal(got_mask, mask)
   assert sparse.meta["mass_kept"]["mean"] == 1 and sparse.meta["mass_kept"]["min"] == 1
-  assert sparse.nbytes == sparse.meta["total_values"] * 3       # float16 + uint8 a slot
+  rows = int(np.prod(sparse.graph_prefix)) * sum(min(len(w), W) for w in DATASET)
+  assert sparse.meta["total_values"] == np.count_nonzero(full)   # only nonzero sources
+  assert sparse.nbytes == sparse.meta["total_values"] * 3 + rows  # float16 + uint8, a count
   # the same mixtures and fused features
   h = jnp.asarray(np.random.default_rng(1).standard_normal((len(DATASET), W, 6)), jnp.float32)
   module = GraphTransfer(num_layers=predictor.config.num_graph_layers)
@@ -312,3 +294,30 @@ def test_sparse_cache_keeps_each_rows_top_k_and_reports_what_it_dropped(predicto
   assert sparse.meta["mass_kept"]["rows"] == len(kept)
   with pytest.raises(ValueError, match="top_k"):
     cached_word_graphs(str(tmp_path), predictor, DATASET, W, top_k=0)
+
+
+def test_uint8_cache_reads_back_rows_of_levels(predictor, tmp_path):
+  exact = cached_word_graphs(str(tmp_path), predictor, DATASET, W, top_k=3, dtype="float32")
+  levels = cached_word_graphs(str(tmp_path), predictor, DATASET, W, top_k=3, dtype="uint8")
+  assert levels.path != exact.path and levels.meta["format_version"] == 2
+  want, mask = exact.get(range(len(DATASET)))
+  got, got_mask = levels.get(range(len(DATASET)))
+  np.testing.assert_array_equal(got_mask, mask)
+  assert levels.nbytes == levels.meta["total_values"] * 2 + levels.row_offsets[-1]
+  top = want.max(-1, keepdims=True)
+  # each weight within max / 510 before the renormalisation q / Σq: ≤ 3 · max / 510 after
+  assert (np.abs(got - want) <= 3 * top / 510 + 1e-7).all()
+  assert not np.array_equal(got, want)
+  sums = got.sum(-1)
+  np.testing.assert_allclose(sums[want.sum(-1) > 0], 1, rtol=1e-6)
+  assert (sums[want.sum(-1) == 0] == 0).all()
+  assert levels.meta["mass_kept"]["mean"] <= exact.meta["mass_kept"]["mean"]
+  # a task's batches read the levels as float16, padding rows zero
+  batch = TaskGraphs({"train": {"text": levels}}).batch(
+      "train", "text", np.array([1, -1]), np.array([mask[1].sum(), 0]), W)
+  assert batch.dtype == np.float16 and not batch[1].any()
+  np.testing.assert_array_equal(batch[0], got[1].astype(np.float16))
+  with pytest.raises(ValueError, match="read as floats"):
+    levels.get([0], dtype="uint8")
+  with pytest.raises(ValueError, match="'uint8' with top_k"):
+    cached_word_graphs(str(tmp_path), predictor, DATASET, W, dtype="uint8")

@@ -59,8 +59,9 @@ class TaskGraphs:
   def batch(self, split: str, field: str, index: np.ndarray, lengths: np.ndarray,
             length: int) -> np.ndarray:
     """Graphs [B, 2L, K, length, length] of one batch's field, in the
-    cache's stored dtype (float16 by default: half the bytes to copy and to
-    send to the device, where the transfer reads them in float32).
+    cache's stored float dtype (float16 by default, and for uint8 levels:
+    half the bytes to copy and to send to the device, where the transfer
+    reads them in float32).
 
     index: int [B], the examples' positions in `split` (-1: padding row,
     zeros). lengths: int [B], the words of each example in the batch (checked
@@ -80,7 +81,7 @@ class TaskGraphs:
                        f"(words per example {stored.tolist()} vs "
                        f"{np.asarray(lengths)[real].tolist()}): another split order, or "
                        f"max_words differs from the cache's {cache.max_words}")
-    dtype = cache.meta["dtype"]            # no conversion on the host
+    dtype = cache.float_dtype              # no conversion on the host
     if len(real) == len(index):
       return cache.get(index, length, dtype)[0]
     out = np.zeros((len(index),) + self.graph_prefix + (length, length), dtype)

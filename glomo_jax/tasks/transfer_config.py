@@ -249,9 +249,10 @@ class TransferConfig:
     variant: 'baseline', 'embeddings', 'rnn' or 'uniform'.
     predictor_export: a `glomo_jax.export` directory ('embeddings' / 'rnn').
     graph_cache_dir: where the word-graph caches go (None: <workdir>/graph_cache).
-    graph_cache_dtype: 'float16' or 'float32'. graph_cache_topk: None stores
-      the graphs dense; k keeps each row's k largest sources (exact where k
-      covers the row's nonzeros; `glomo_jax.transfer.cache`). graph_batch_size: predictor
+    graph_cache_dtype: 'float16' or 'float32', or with graph_cache_topk
+      'uint8' (each row's weights as 8-bit levels). graph_cache_topk: None
+      stores the graphs dense; k keeps each row's k largest sources (exact
+      where k covers the row's nonzeros; `glomo_jax.transfer.cache`). graph_batch_size: predictor
       batch while building the cache. graph_self_loops: keep the weight
       between pieces of one word on the word graphs' diagonal (default: no
       diagonal, as the authors' word graphs; `transfer.align_graphs`).

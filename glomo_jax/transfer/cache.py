@@ -23,18 +23,23 @@ Format (format_version 1), in ``<root>/<key>/``::
                 offsets[i+1]] = its [2L, K, n_i, n_i] block, C order
   graphs.npy    1-d array, 'float16' (default) or 'float32'
 
-Sparse (``top_k=k``): each row keeps its k largest sources,
+Sparse (``top_k=k``, format_version 2): each row keeps at most its k
+largest sources and only nonzero ones (`sparse_rows`), packed end to end:
 
-  indices.npy   uint8 (max_words ≤ 256) or uint16, 1-d: the sources of each row
-  graphs.npy    their weights; example i's rows are [offsets[i]:offsets[i+1]]
-                / k, its [2L, K, n_i] rows of k slots each, C order
+  counts.npy    uint8 (k ≤ 255) or uint16 [R]: the sources each row keeps;
+                example i's rows are [row_offsets_i, row_offsets_{i+1}) with
+                row_offsets = 2L·K·cumsum(n), C order over [2L, K, n_i]
+  indices.npy   uint8 (max_words ≤ 256) or uint16, 1-d: the kept sources
+  graphs.npy    their weights, 'float16', 'float32' or 'uint8' (levels,
+                read back as q / Σ q per row); example i's values are
+                [offsets[i]:offsets[i+1]], offsets counting kept sources
 
-with offsets counting values (2L·K·n_i·k per example). Slots past a row's
-nonzeros hold weight 0. A row with more than k nonzero sources loses the
-rest and is renormalised to sum to 1 (meta.json records the share of weight
-the kept sources had: `mass_kept` mean and minimum over the nonzero rows);
-where k covers every nonzero source the values are those of the dense cache,
-bit for bit. Bytes per row: k · (1 or 2 + 2) against n_i · 2 dense.
+A row with more than k nonzero sources loses the rest and is renormalised
+to sum to 1 (meta.json records the share of weight the kept sources had:
+`mass_kept` mean and minimum over the nonzero rows); where k covers every
+nonzero source a float cache gives the dense cache's values bit for bit.
+Bytes per row: its count (1 or 2) plus (1 or 2) + (2, 4 or 1) per kept
+source, against n_i · 2 dense (float16).
 
 Only the n_i × n_i block of real words is stored (rows and columns of padding
 words are exactly 0 on the fly), so short examples cost little. float32
@@ -61,13 +66,16 @@ import numpy as np
 
 from glomo_jax.io import round_up
 from glomo_jax.transfer.align import text_graphs, word_graphs
+from glomo_jax.transfer.sparse_rows import pack_rows, unpack_rows
 
 logger = logging.getLogger(__name__)
 
-FORMAT_VERSION = 1
+FORMAT_VERSION = 1          # dense
+SPARSE_FORMAT_VERSION = 2   # rows of kept sources (format 1's fixed k slots a row is gone)
 DTYPES = ("float16", "float32")
+SPARSE_DTYPES = DTYPES + ("uint8",)
 META, LENGTHS, OFFSETS, GRAPHS = "meta.json", "lengths.npy", "offsets.npy", "graphs.npy"
-INDICES = "indices.npy"
+INDICES, COUNTS = "indices.npy", "counts.npy"
 
 
 def dataset_fingerprint(word_lists: Sequence[Sequence[str]]) -> str:
@@ -102,12 +110,14 @@ def _request(predictor, tokenizer, word_lists, max_words, max_pieces, self_loops
   if not content:
     raise ValueError("the predictor has no manifest['content_sha256'] (load it with "
                      "glomo_jax.export.load_graph_predictor): a cache cannot be keyed")
-  if dtype not in DTYPES:
-    raise ValueError(f"dtype must be one of {list(DTYPES)}, got {dtype!r}")
   if top_k is not None and not 1 <= int(top_k) <= 65535:
     raise ValueError(f"top_k must be None (dense) or in [1, 65535], got {top_k}")
+  if dtype not in (DTYPES if top_k is None else SPARSE_DTYPES):
+    raise ValueError(f"dtype must be one of {list(DTYPES)} (or 'uint8' with top_k), "
+                     f"got {dtype!r}")
   sparse = {} if top_k is None else {"top_k": int(top_k)}   # dense keys stay as before
-  return {**sparse, "format_version": FORMAT_VERSION, "content_sha256": content,
+  version = FORMAT_VERSION if top_k is None else SPARSE_FORMAT_VERSION
+  return {**sparse, "format_version": version, "content_sha256": content,
           "tokenizer_fingerprint": tokenizer.fingerprint,
           "dataset_fingerprint": dataset_fingerprint(word_lists),
           "text_fingerprint": (None if texts is None
@@ -139,26 +149,40 @@ class WordGraphCache:
     self.offsets = np.load(os.path.join(path, OFFSETS))
     self._values = np.load(os.path.join(path, GRAPHS), mmap_mode="r")
     self.top_k = self.meta.get("top_k")
-    self._indices = (None if self.top_k is None else
-                     np.load(os.path.join(path, INDICES), mmap_mode="r"))
     self.max_words = int(self.meta["max_words"])
     self.graph_prefix = tuple(self.meta["graph_prefix"])
     per = int(np.prod(self.graph_prefix))
     n = self.lengths.astype(np.int64)
-    row_values = n ** 2 if self.top_k is None else n * self.top_k
-    expected = np.concatenate([[0], np.cumsum(per * row_values)])
+    self.row_offsets = np.concatenate([[0], np.cumsum(per * n)])
+    if self.top_k is None:
+      self._indices = self._counts = None
+      expected = np.concatenate([[0], np.cumsum(per * n ** 2)])
+    else:
+      self._indices = np.load(os.path.join(path, INDICES), mmap_mode="r")
+      self._counts = np.load(os.path.join(path, COUNTS), mmap_mode="r")
+      kept = np.concatenate([[0], np.cumsum(self._counts, dtype=np.int64)])
+      expected = kept[np.minimum(self.row_offsets, len(kept) - 1)]
     if (len(self.lengths) != self.meta["num_examples"] or
         not np.array_equal(self.offsets, expected) or
         self._values.shape != (int(expected[-1]),) or
         str(self._values.dtype) != self.meta["dtype"] or
-        (self._indices is not None and self._indices.shape != self._values.shape)):
+        (self._counts is not None and (self._counts.shape != (int(self.row_offsets[-1]),) or
+                                       self._indices.shape != self._values.shape))):
       raise ValueError(f"corrupt graph cache at {path}: its arrays do not match "
                        f"{META}")
 
   @property
+  def float_dtype(self) -> str:
+    """The stored dtype, or float16 for uint8 levels: what `get` returns
+    without converting stored floats."""
+    return "float16" if self.meta["dtype"] == "uint8" else self.meta["dtype"]
+
+  @property
   def nbytes(self) -> int:
-    """Bytes of the stored graphs (values, and indices when sparse)."""
-    return self._values.nbytes + (0 if self._indices is None else self._indices.nbytes)
+    """Bytes of the stored graphs (values; sparse: also sources and counts)."""
+    if self.top_k is None:
+      return self._values.nbytes
+    return self._values.nbytes + self._indices.nbytes + self._counts.nbytes
 
   def __len__(self) -> int:
     return len(self.lengths)
@@ -177,13 +201,15 @@ class WordGraphCache:
         slice.
       length: W of the output (default max_words); at least the longest of
         these examples (a batch's padded length: only it is allocated).
-      dtype: of the graphs returned; the stored dtype (`meta['dtype']`)
-        copies the stored values without converting them.
+      dtype: a float dtype of the graphs returned; `float_dtype` copies
+        stored floats without converting them.
 
     Returns:
       graphs [n, 2L, K, W, W] of `dtype` (zero outside each example's words)
       and mask bool [n, W].
     """
+    if not np.issubdtype(np.dtype(dtype), np.floating):
+      raise ValueError(f"graphs are read as floats, not {dtype}")
     if not isinstance(indices, slice):
       indices = np.asarray(indices, dtype=np.int64).reshape(-1)
     indices = np.arange(len(self))[indices]           # negatives, bounds checked
@@ -199,50 +225,12 @@ class WordGraphCache:
       if self.top_k is None:
         graphs[row, ..., :n, :n] = values.reshape(*self.graph_prefix, n, n)
       else:
-        sources = self._indices[self.offsets[i]:self.offsets[i + 1]]
-        graphs[row, ..., :n, :n] = densify(sources, values, self.graph_prefix, n,
-                                           self.top_k, dtype)
+        graphs[row, ..., :n, :n] = unpack_rows(
+            self._counts[self.row_offsets[i]:self.row_offsets[i + 1]],
+            self._indices[self.offsets[i]:self.offsets[i + 1]], values,
+            (*self.graph_prefix, n, n), dtype)
       mask[row, :n] = True
     return graphs, mask
-
-
-def top_k_rows(block: np.ndarray, k: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-  """The k largest sources of each row of `block` [..., n, n].
-
-  Returns (sources int [..., n, k], weights float32 [..., n, k], kept float32
-  [..., n]): a row with more than k nonzero weights keeps its k largest,
-  renormalised to sum to 1, and `kept` is the share of its weight they had;
-  other rows are unchanged (kept 1; their slots past the nonzeros have
-  weight 0 and source 0).
-  """
-  n = block.shape[-1]
-  block = np.asarray(block, np.float32)
-  if k >= n:
-    sources = np.broadcast_to(np.arange(n), block.shape).copy()
-    weights = block
-  else:
-    sources = np.argpartition(-block, k - 1, axis=-1)[..., :k]
-    weights = np.take_along_axis(block, sources, axis=-1)
-  pad = k - sources.shape[-1]
-  if pad > 0:
-    sources = np.concatenate([sources, np.zeros(sources.shape[:-1] + (pad,), sources.dtype)], -1)
-    weights = np.concatenate([weights, np.zeros(weights.shape[:-1] + (pad,), np.float32)], -1)
-  sources = np.where(weights > 0, sources, 0)
-  total, kept_sum = block.sum(-1), weights.sum(-1)
-  cut = np.count_nonzero(block, axis=-1) > k
-  kept = np.where(cut, kept_sum / np.where(total > 0, total, 1), 1.0).astype(np.float32)
-  scale = np.where(cut, 1 / np.where(kept_sum > 0, kept_sum, 1), 1.0)
-  return sources, (weights * scale[..., None]).astype(np.float32), kept
-
-
-def densify(sources, weights, prefix: tuple, n: int, k: int, dtype="float32") -> np.ndarray:
-  """Stored rows (flat `sources` and `weights` of [*prefix, n, k]) -> the
-  dense block [*prefix, n, n] of `dtype`."""
-  sources = np.asarray(sources, np.int64).reshape(*prefix, n, k)
-  weights = np.asarray(weights).reshape(*prefix, n, k)
-  dense = np.zeros((*prefix, n, n + 1), dtype)            # column n: the empty slots
-  np.put_along_axis(dense, np.where(weights > 0, sources, n), weights, axis=-1)
-  return dense[..., :n]
 
 
 def cached_word_graphs(root: str, predictor, word_lists: Sequence[Sequence[str]],
@@ -260,7 +248,8 @@ def cached_word_graphs(root: str, predictor, word_lists: Sequence[Sequence[str]]
     max_words: W.
     tokenizer: None = ``predictor.tokenizer``.
     batch_size: examples per predictor call while building.
-    dtype: 'float16' or 'float32' storage (module docstring).
+    dtype: 'float16' or 'float32' storage, or with top_k 'uint8' levels
+      (module docstring).
     max_pieces, self_loops: as for `align.word_graphs`.
     texts, word_spans: the raw text of each example and its words' [start,
       end) characters in it (int [n_i, 2]); given, the predictor reads the
@@ -322,20 +311,13 @@ def _build(path, request, predictor, tokenizer, word_lists, batch_size, texts=No
   max_words = request["max_words"]
   lengths = np.array([min(len(words), max_words) for words in word_lists], np.int32)
   k = request.get("top_k")
-  row_values = lengths.astype(np.int64) ** 2 if k is None else lengths.astype(np.int64) * k
-  offsets = np.concatenate([[0], np.cumsum(per * row_values)])
   parent = os.path.dirname(path)
   os.makedirs(parent, exist_ok=True)
   tmp = os.path.join(parent, f".{os.path.basename(path)}.tmp-{uuid.uuid4().hex[:12]}")
   os.mkdir(tmp)
   try:
-    values = np.lib.format.open_memmap(os.path.join(tmp, GRAPHS), mode="w+",
-                                       dtype=request["dtype"],
-                                       shape=(int(offsets[-1]),))
-    sources = None if k is None else np.lib.format.open_memmap(
-        os.path.join(tmp, INDICES), mode="w+", dtype=np.uint8 if max_words <= 256 else np.uint16,
-        shape=(int(offsets[-1]),))
-    kept_sum, kept_min, kept_rows = 0.0, 1.0, 0
+    store = (_DenseStore(tmp, lengths, per, request["dtype"]) if k is None else
+             _SparseStore(tmp, lengths, per, request["dtype"], k, max_words))
     # shortest texts first: batches of similar length pad little and compile
     # few shapes (the word axis is each batch's longest text, a multiple of
     # 32: the alignment costs O(words · pieces²) per graph)
@@ -362,25 +344,11 @@ def _build(path, request, predictor, tokenizer, word_lists, batch_size, texts=No
         block = graphs[row, ..., :n, :n]
         if np.count_nonzero(graphs[row]) != np.count_nonzero(block):
           raise RuntimeError("word_graphs put weight outside the example's words")
-        if k is None:
-          values[offsets[i]:offsets[i + 1]] = block.reshape(-1)
-          continue
-        top, weights, kept = top_k_rows(block, k)
-        values[offsets[i]:offsets[i + 1]] = weights.reshape(-1)
-        sources[offsets[i]:offsets[i + 1]] = top.reshape(-1)
-        kept = kept[block.sum(-1) > 0]
-        kept_sum, kept_rows = kept_sum + float(kept.sum()), kept_rows + kept.size
-        kept_min = min(kept_min, float(kept.min(initial=1.0)))
-    values.flush()
-    del values
-    if sources is not None:
-      sources.flush()
-      del sources
+        store.put(i, block)
+    offsets, extra = store.finish()
     np.save(os.path.join(tmp, LENGTHS), lengths)
     np.save(os.path.join(tmp, OFFSETS), offsets)
-    sparse = {} if k is None else {"mass_kept": {
-        "mean": kept_sum / max(kept_rows, 1), "min": kept_min, "rows": kept_rows}}
-    meta = dict(request, **sparse, key=os.path.basename(path), num_examples=len(lengths),
+    meta = dict(request, **extra, key=os.path.basename(path), num_examples=len(lengths),
                 graph_prefix=list(prefix), total_values=int(offsets[-1]),
                 created=datetime.datetime.now(datetime.timezone.utc).isoformat(
                     timespec="seconds"))
@@ -395,3 +363,70 @@ def _build(path, request, predictor, tokenizer, word_lists, batch_size, texts=No
   except BaseException:
     shutil.rmtree(tmp, ignore_errors=True)
     raise
+
+
+class _DenseStore:
+  """Writes each example's [2L, K, n, n] block at its place in graphs.npy."""
+
+  def __init__(self, directory, lengths, per, dtype):
+    self.offsets = np.concatenate([[0], np.cumsum(per * lengths.astype(np.int64) ** 2)])
+    self.values = np.lib.format.open_memmap(os.path.join(directory, GRAPHS), mode="w+",
+                                            dtype=dtype, shape=(int(self.offsets[-1]),))
+
+  def put(self, i, block):
+    self.values[self.offsets[i]:self.offsets[i + 1]] = block.reshape(-1)
+
+  def finish(self) -> tuple[np.ndarray, dict]:
+    self.values.flush()
+    del self.values
+    return self.offsets, {}
+
+
+class _SparseStore:
+  """Packs each example's rows (`pack_rows`). Examples arrive in build order
+  and their sizes are known only once packed, so kept sources and weights
+  are appended to scratch files, then copied into graphs.npy and
+  indices.npy in example order."""
+
+  def __init__(self, directory, lengths, per, dtype, k, max_words):
+    self.directory, self.dtype, self.k = directory, dtype, k
+    self.source_dtype = np.uint8 if max_words <= 256 else np.uint16
+    self.row_offsets = np.concatenate([[0], np.cumsum(per * lengths.astype(np.int64))])
+    self.counts = np.lib.format.open_memmap(
+        os.path.join(directory, COUNTS), mode="w+", dtype=np.uint8 if k <= 255 else np.uint16,
+        shape=(int(self.row_offsets[-1]),))
+    self.scratch = {name: open(os.path.join(directory, name + ".scratch"), "wb")
+                    for name in (GRAPHS, INDICES)}
+    self.where = np.zeros((len(lengths), 2), np.int64)     # scratch start, size
+    self.appended = 0
+    self.kept_sum, self.kept_min, self.kept_rows = 0.0, 1.0, 0
+
+  def put(self, i, block):
+    counts, sources, values, kept = pack_rows(block, self.k, self.dtype)
+    self.counts[self.row_offsets[i]:self.row_offsets[i + 1]] = counts
+    self.scratch[GRAPHS].write(values.tobytes())
+    self.scratch[INDICES].write(sources.astype(self.source_dtype).tobytes())
+    self.where[i] = self.appended, values.size
+    self.appended += values.size
+    self.kept_sum, self.kept_rows = self.kept_sum + float(kept.sum()), self.kept_rows + kept.size
+    self.kept_min = min(self.kept_min, float(kept.min(initial=1.0)))
+
+  def finish(self) -> tuple[np.ndarray, dict]:
+    self.counts.flush()
+    del self.counts
+    offsets = np.concatenate([[0], np.cumsum(self.where[:, 1])])
+    for name, dtype in ((GRAPHS, self.dtype), (INDICES, self.source_dtype)):
+      self.scratch[name].close()
+      scratch = os.path.join(self.directory, name + ".scratch")
+      out = np.lib.format.open_memmap(os.path.join(self.directory, name), mode="w+",
+                                      dtype=dtype, shape=(int(offsets[-1]),))
+      if offsets[-1]:
+        packed = np.memmap(scratch, dtype=dtype, mode="r")
+        for i, (start, size) in enumerate(self.where):
+          out[offsets[i]:offsets[i + 1]] = packed[start:start + size]
+        del packed
+      out.flush()
+      del out
+      os.remove(scratch)
+    return offsets, {"mass_kept": {"mean": self.kept_sum / max(self.kept_rows, 1),
+                                   "min": self.kept_min, "rows": self.kept_rows}}
