@@ -160,6 +160,8 @@ class WordGraphCache:
     else:
       self._indices = np.load(os.path.join(path, INDICES), mmap_mode="r")
       self._counts = np.load(os.path.join(path, COUNTS), mmap_mode="r")
+      # each example's first value = the kept sources of the rows before it
+      # (clipped: counts of the wrong length are reported as corrupt below)
       kept = np.concatenate([[0], np.cumsum(self._counts, dtype=np.int64)])
       expected = kept[np.minimum(self.row_offsets, len(kept) - 1)]
     if (len(self.lengths) != self.meta["num_examples"] or
