@@ -10,7 +10,7 @@ import nbformat
 import pytest
 from nbclient import NotebookClient
 
-from conftest import REPO
+from conftest import REPO, xla_flags_with_devices
 
 SOURCES = sorted(glob.glob(os.path.join(REPO, "notebooks", "*.py")))
 
@@ -54,7 +54,7 @@ def outputs(notebook, kind):
 
 def execute(name, tmp_path, monkeypatch):
   monkeypatch.setenv("GLOMO_JAX_NOTEBOOK_PRESET", "tiny")
-  monkeypatch.setenv("XLA_FLAGS", "--xla_force_host_platform_device_count=1")
+  monkeypatch.setenv("XLA_FLAGS", xla_flags_with_devices(1))
   notebook = nbformat.read(os.path.join(REPO, "notebooks", name), as_version=4)
   NotebookClient(notebook, timeout=600, kernel_name="python3",
                  resources={"metadata": {"path": str(tmp_path)}}).execute()

@@ -22,7 +22,7 @@ import jax
 import numpy as np
 import orbax.checkpoint as ocp
 
-from conftest import REPO, assert_trees_equal
+from conftest import REPO, assert_trees_equal, xla_flags_with_devices
 
 STEPS = 8
 
@@ -35,7 +35,7 @@ def free_port() -> int:
 
 def environment(devices: int) -> dict:
   env = {k: v for k, v in os.environ.items() if k != "GLOMO_JAX_CPU_TUNING"}
-  env.update(JAX_PLATFORMS="cpu", XLA_FLAGS=f"--xla_force_host_platform_device_count={devices}")
+  env.update(JAX_PLATFORMS="cpu", XLA_FLAGS=xla_flags_with_devices(devices))
   return env
 
 
