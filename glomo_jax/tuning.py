@@ -36,6 +36,9 @@ MALLOC_TUNABLES = ("glibc.malloc.hugetlb=1:glibc.malloc.arena_max=1:glibc.malloc
 # Cheap compiles for tests and smoke runs (CPU only): no LLVM optimisation.
 FAST_COMPILE_OPTIONS = {"xla_backend_optimization_level": 0,
                         "xla_cpu_use_fusion_emitters": False}
+# The same as XLA_FLAGS, for every program of a process (the test suite).
+FAST_COMPILE_XLA_FLAGS = " ".join(f"--{name}={str(value).lower()}"
+                                  for name, value in FAST_COMPILE_OPTIONS.items())
 # Programs that run once (initialisation), with the tuning on (CPU only).
 ONE_OFF_CPU_OPTIONS = {"xla_cpu_use_fusion_emitters": False,
                        "xla_backend_optimization_level": 1}

@@ -7,7 +7,7 @@ which inherit the environment) shares one JAX persistent compilation cache,
 a second or more to compile in one test or subprocess, such as the train step
 of a resume test's straight run, is loaded by the next (the killed and the
 resumed run) instead of compiled again. They also compile with
-TEST_XLA_FLAGS (no LLVM optimisation), which subprocesses inherit."""
+TEST_XLA_FLAGS (cheap compiles), which subprocesses inherit."""
 import json
 import os
 import random
@@ -16,10 +16,17 @@ import subprocess
 import time
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-# Tests compile far more than they run, so they skip LLVM's optimisation of
-# XLA's CPU code, a large part of each compile (WORKSPACE.md, "Tests"). A
-# test-suite setting only: the product keeps XLA's default.
-TEST_XLA_FLAGS = "--xla_backend_optimization_level=0"
+os.environ.setdefault("JAX_PLATFORMS", "cpu")
+# JAX caches programs whose compile took at least a second (its default):
+# caching every program, however quick, made the cold suite slower
+os.environ.setdefault("JAX_COMPILATION_CACHE_DIR",
+                      os.path.join(REPO, ".pytest_cache", "jax_compilation"))
+# Tests compile far more than they run, so every program compiles cheaply, as
+# the loop's `compile_fast` does (no LLVM optimisation, XLA:CPU's older
+# emitters; WORKSPACE.md, "Tests"). A test-suite setting only: the product
+# keeps XLA's defaults. (Importing glomo_jax imports JAX, which reads the
+# variables above then, and XLA_FLAGS below when it first uses a device.)
+from glomo_jax.tuning import FAST_COMPILE_XLA_FLAGS as TEST_XLA_FLAGS  # noqa: E402
 
 
 def xla_flags_with_devices(devices: int) -> str:
@@ -27,16 +34,11 @@ def xla_flags_with_devices(devices: int) -> str:
   return f"--xla_force_host_platform_device_count={devices} {TEST_XLA_FLAGS}"
 
 
-os.environ.setdefault("JAX_PLATFORMS", "cpu")
 if "xla_force_host_platform_device_count" not in os.environ.get("XLA_FLAGS", ""):
   os.environ["XLA_FLAGS"] = (os.environ.get("XLA_FLAGS", "") +
                              " --xla_force_host_platform_device_count=8").strip()
 if "xla_backend_optimization_level" not in os.environ["XLA_FLAGS"]:
   os.environ["XLA_FLAGS"] += " " + TEST_XLA_FLAGS
-# JAX caches programs whose compile took at least a second (its default):
-# caching every program, however quick, made the cold suite slower
-os.environ.setdefault("JAX_COMPILATION_CACHE_DIR",
-                      os.path.join(REPO, ".pytest_cache", "jax_compilation"))
 
 import jax  # noqa: E402
 import jax.numpy as jnp  # noqa: E402
