@@ -96,6 +96,14 @@ $PY -m experiments.transfer_grid --config=experiments/configs/mnli.py \
     --root="$RUNS/grid/mnli_glove_wiki_scaled_long" --variants=baseline,embeddings,uniform \
     --parallel=2 -- "${MNLI[@]}" --config.glove_path="$WIKI_GLOVE" --config.model.glove_scale=0.17 \
     --config.optim.epochs=6
+# GLoMo on the RNN states and the baseline of its depth, 6 epochs from the start
+$PY -m experiments.transfer_grid --config=experiments/configs/mnli.py \
+    --root="$RUNS/grid/mnli_glove_wiki_scaled_rnn" --variants=rnn --parallel=2 -- "${MNLI[@]}" \
+    --config.glove_path="$WIKI_GLOVE" --config.model.glove_scale=0.17 --config.optim.epochs=6
+$PY -m experiments.transfer_grid --config=experiments/configs/mnli.py \
+    --root="$RUNS/grid/mnli_glove_wiki_scaled_deep_baseline" --variants=baseline --parallel=2 -- \
+    "${MNLI[@]}" --config.glove_path="$WIKI_GLOVE" --config.model.glove_scale=0.17 \
+    --config.optim.epochs=6 --config.model.rnn_layers=2
 IMDB=(--config.files.train="$DATA/imdb/imdb_train.jsonl.gz"
       --config.glove_path="$GLOVE" --config.predictor_export="$EXPORT"
       --config.graph_cache_dir="$RUNS/grid/imdb_graph_cache" --config.max_words=128
