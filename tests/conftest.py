@@ -4,7 +4,7 @@ fake devices for sharding tests.
 Every test process (pytest's workers and the entry points the tests start,
 which inherit the environment) shares one JAX persistent compilation cache,
 .pytest_cache/jax_compilation (delete it to start cold): a program that took
-a second or more to compile in one test or subprocess, such as the train step
+0.3 s or more to compile in one test or subprocess, such as the train step
 of a resume test's straight run, is loaded by the next (the killed and the
 resumed run) instead of compiled again. They also compile with
 TEST_XLA_FLAGS (cheap compiles), which subprocesses inherit."""
@@ -17,10 +17,12 @@ import time
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 os.environ.setdefault("JAX_PLATFORMS", "cpu")
-# JAX caches programs whose compile took at least a second (its default):
-# caching every program, however quick, made the cold suite slower
+# JAX caches the programs whose compile took at least 0.3 s (its default is
+# 1 s, which the cheap compiles below rarely reach); caching every program,
+# however quick, made the cold suite slower
 os.environ.setdefault("JAX_COMPILATION_CACHE_DIR",
                       os.path.join(REPO, ".pytest_cache", "jax_compilation"))
+os.environ.setdefault("JAX_PERSISTENT_CACHE_MIN_COMPILE_TIME_SECS", "0.3")
 # Tests compile far more than they run, so every program compiles cheaply, as
 # the loop's `compile_fast` does (no LLVM optimisation, XLA:CPU's older
 # emitters; WORKSPACE.md, "Tests"). A test-suite setting only: the product
