@@ -14,11 +14,17 @@ JSON line with, per pass: examples/s, graphs/s (examples × 2L·K), the
 shapes and the seconds of each phase. `--top_k=8,16,32:uint8` adds the bytes
 of the dense cache and of top-k caches of those texts (float16 weights, or
 uint8 levels after a colon), and the weight top-k keeps.
+`--baseline_repo=DIR` then times the alignment against DIR's
+(`glomo_jax/transfer/align.py` of another checkout, e.g. a `git worktree` of
+an older commit): warm passes alternating between the two, `--rounds` each,
+and the ratio of the medians of their alignment seconds (DIR's ÷ this one's).
 """
 from __future__ import annotations
 
 import argparse
+import importlib.util
 import json
+import os
 import time
 
 import jax
@@ -55,6 +61,9 @@ def main():
                       help="Comma-separated k or k:dtype (dtype float16, float32 or uint8): also "
                            "build the dense cache and a top-k cache of each, and report "
                            "their bytes and the weight kept.")
+  parser.add_argument("--baseline_repo", metavar="DIR",
+                      help="Also time DIR's alignment against this checkout's.")
+  parser.add_argument("--rounds", type=int, default=3)
   args = parser.parse_args()
   from glomo_jax.tasks.datasets import read_jsonl  # noqa: PLC0415
   from glomo_jax.tasks.words import plain_text, tokenize_with_offsets  # noqa: PLC0415
@@ -78,6 +87,9 @@ def main():
                     "examples_per_s": round(len(order) / seconds, 1),
                     "graphs_per_s": round(per * len(order) / seconds, 1), "shapes": shapes,
                     "phases_s": {k: round(v, 2) for k, v in phases.items()}}
+  if args.baseline_repo:
+    result["alignment_against_baseline"] = compare_alignment(
+        args, predictor, texts, spans, lengths, order)
   if args.top_k:
     result["caches"] = cache_sizes(args, predictor, texts, words, spans)
   print(json.dumps(result))
@@ -108,10 +120,31 @@ def cache_sizes(args, predictor, texts, words, spans) -> list[dict]:
   return out
 
 
-def one_pass(args, predictor, texts, spans, lengths, order):
+def compare_alignment(args, predictor, texts, spans, lengths, order) -> dict:
+  """Alignment seconds of warm passes, this checkout's and --baseline_repo's
+  alternating (the baseline's first pass compiles and is not counted)."""
+  from glomo_jax.transfer.align import _align_jit  # noqa: PLC0415
+  path = os.path.join(args.baseline_repo, "glomo_jax", "transfer", "align.py")
+  spec = importlib.util.spec_from_file_location("baseline_align", path)
+  module = importlib.util.module_from_spec(spec)
+  spec.loader.exec_module(module)     # its own imports resolve to this checkout's package
+  aligns = {"this": _align_jit, "baseline": module._align_jit}
+  one_pass(args, predictor, texts, spans, lengths, order, aligns["baseline"])
+  seconds = {name: [] for name in aligns}
+  for _ in range(args.rounds):
+    for name, align in aligns.items():
+      seconds[name].append(round(one_pass(args, predictor, texts, spans, lengths, order,
+                                          align)[1]["align"], 3))
+  return {**seconds, "baseline_over_this": round(
+      float(np.median(seconds["baseline"]) / np.median(seconds["this"])), 3)}
+
+
+def one_pass(args, predictor, texts, spans, lengths, order, align=None):
   """One pass over the texts as the cache builds them: (seconds, seconds by
-  phase, distinct (P, W) shapes)."""
+  phase, distinct (P, W) shapes). `align`: the jitted alignment (default
+  this checkout's)."""
   from glomo_jax.transfer.align import _align_jit, encode_texts  # noqa: PLC0415
+  align = align or _align_jit
   from glomo_jax.transfer.cache import batch_width  # noqa: PLC0415
   phases = dict(encode=0.0, predict=0.0, align=0.0, fetch=0.0, store=0.0)
   shapes = set()
@@ -127,7 +160,7 @@ def one_pass(args, predictor, texts, spans, lengths, order):
     shapes.add((tokens.shape[1], width))
     graphs = predictor.predict(predictor.variables, tokens, mask).block_until_ready()
     t, phases["predict"] = time.perf_counter(), phases["predict"] + time.perf_counter() - t
-    units = _align_jit(graphs, jnp.asarray(unit), num_units=width,
+    units = align(graphs, jnp.asarray(unit), num_units=width,
                        self_loops=False).block_until_ready()
     t, phases["align"] = time.perf_counter(), phases["align"] + time.perf_counter() - t
     values = np.asarray(jax.device_get(units), np.float32)

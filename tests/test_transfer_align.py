@@ -80,3 +80,36 @@ def test_rows_remain_distributions_with_leading_axes():
 def test_mismatched_shapes_are_rejected():
   with pytest.raises(ValueError):
     align_graphs(np.zeros((1, 4, 4)), np.zeros((1, 3), np.int32), 2)
+
+
+def one_hot_alignment(graphs, unit, num_units, self_loops):
+  """The alignment as one-hot membership products (glomo_jax before segment
+  sums), in float64: rows pooled by R^T G, columns by G M."""
+  member = (unit[..., None] == np.arange(num_units)).astype(np.float64)   # [B, P, U]
+  row_mean = member / np.maximum(member.sum(1), 1)[:, None, :]
+  flat = graphs.reshape(graphs.shape[0], -1, *graphs.shape[-2:]).astype(np.float64)
+  pooled = np.einsum("bpu,bnpq,bqv->bnuv", row_mean, flat, member)
+  if not self_loops:
+    pooled = pooled * (1 - np.eye(num_units))
+  total = pooled.sum(-1, keepdims=True)
+  pooled = np.where(total > 0, pooled / np.where(total > 0, total, 1), 0)
+  return pooled.reshape(*graphs.shape[:-2], num_units, num_units)
+
+
+@pytest.mark.parametrize("self_loops", [False, True])
+def test_segment_sums_equal_the_one_hot_products(self_loops):
+  """Units of 1 to 5 pieces, padding pieces, a unit without pieces, a piece
+  between units in none, pieces of a unit not side by side, float16 graphs
+  with empty rows (dead heads)."""
+  rng = np.random.default_rng(2)
+  batch, pieces, units = 3, 24, 9
+  g = normalised(rng, (batch, 2, 3, pieces, pieces)) * (rng.random((batch, 2, 3, pieces, 1)) < 0.8)
+  g = g.astype(np.float16)
+  unit = np.full((batch, pieces), -1, np.int32)
+  unit[0, :20] = np.repeat(np.arange(8), [1, 2, 1, 5, 3, 1, 4, 3])
+  unit[1, :15] = [0, 0, 1, -1, 2, 3, 3, 4, 6, 6, 6, 7, 8, 8, 8]     # unit 5 has no piece
+  unit[2, :] = rng.integers(-1, units, pieces)                     # any order
+  out = np.asarray(align_graphs(g, unit, units, self_loops=self_loops))
+  assert out.dtype == np.float32
+  np.testing.assert_allclose(out, one_hot_alignment(g, unit, units, self_loops),
+                             rtol=2e-6, atol=1e-7)

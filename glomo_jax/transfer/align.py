@@ -86,18 +86,37 @@ def align_graphs(graphs, unit_of_piece, num_units: int, *,
                      f"{graphs.shape} and {unit.shape}")
   batch, pieces = unit.shape
   lead = graphs.shape[1:-2]
-  member = jax.nn.one_hot(unit, num_units, dtype=graphs.dtype)   # [B, P, U]; −1 → 0
-  count = member.sum(axis=1)                                      # [B, U]
-  row_mean = member / jnp.maximum(count, 1)[:, None, :]
   flat = graphs.reshape(batch, -1, pieces, pieces)
-  highest = jax.lax.Precision.HIGHEST
-  rows = jnp.einsum("bpu,bnpq->bnuq", row_mean, flat, precision=highest)
-  pooled = jnp.einsum("bnuq,bqv->bnuv", rows, member, precision=highest)
+  # sums over the pieces of each unit; a row's sum and its mean (rule 1)
+  # differ by a factor that the renormalisation (rule 4) removes
+  pooled = jax.vmap(_summed_by_unit, in_axes=(0, 0, None))(flat, unit, num_units)
   if not self_loops:
     pooled = pooled * (1 - jnp.eye(num_units, dtype=pooled.dtype))
   total = pooled.sum(axis=-1, keepdims=True)
   pooled = jnp.where(total > 0, pooled / jnp.where(total > 0, total, 1), 0)
   return pooled.reshape(batch, *lead, num_units, num_units)
+
+
+def _summed_by_unit(graphs, unit, num_units: int) -> jax.Array:
+  """Sums of one example's piece graphs over the pieces of each unit.
+
+  Segment sums, not products with one-hot membership matrices: the rows
+  (targets) are summed by unit, then the columns (sources) of the result.
+  Pieces of unit −1 are out of the segments' range, so their rows and
+  columns are dropped.
+
+  Args:
+    graphs: [N, P_target, P_source].
+    unit: int [P], the unit of each piece or −1.
+
+  Returns:
+    [N, U_target, U_source]: entry (u, v) is the sum of graphs[:, p, q] over
+    the pieces p of u and q of v.
+  """
+  def by_unit(x):                   # [P, ...] -> [U, ...]
+    return jax.ops.segment_sum(x, unit, num_units)
+  rows = jax.vmap(by_unit)(graphs)                                 # [N, U, P]
+  return jax.vmap(lambda r: by_unit(r.T).T)(rows)                  # [N, U, U]
 
 
 _align_jit = jax.jit(align_graphs, static_argnames=("num_units", "self_loops"))
