@@ -114,7 +114,7 @@ def _summed_by_unit(graphs, unit, num_units: int) -> jax.Array:
     the pieces p of u and q of v.
   """
   def by_unit(x):                   # [P, ...] -> [U, ...]
-    return jax.ops.segment_sum(x, unit, num_units)
+    return jax.ops.segment_sum(x, unit, num_units, mode="drop")   # −1: dropped
   rows = jax.vmap(by_unit)(graphs)                                 # [N, U, P]
   return jax.vmap(lambda r: by_unit(r.T).T)(rows)                  # [N, U, U]
 
