@@ -63,7 +63,8 @@ def main():
                            "their bytes and the weight kept.")
   parser.add_argument("--baseline_repo", metavar="DIR",
                       help="Also time DIR's alignment against this checkout's.")
-  parser.add_argument("--rounds", type=int, default=3)
+  parser.add_argument("--rounds", type=int, default=3,
+                      help="Warm passes of each alignment with --baseline_repo.")
   args = parser.parse_args()
   from glomo_jax.tasks.datasets import read_jsonl  # noqa: PLC0415
   from glomo_jax.tasks.words import plain_text, tokenize_with_offsets  # noqa: PLC0415
@@ -144,8 +145,8 @@ def one_pass(args, predictor, texts, spans, lengths, order, align=None):
   phase, distinct (P, W) shapes). `align`: the jitted alignment (default
   this checkout's)."""
   from glomo_jax.transfer.align import _align_jit, encode_texts  # noqa: PLC0415
-  align = align or _align_jit
   from glomo_jax.transfer.cache import batch_width  # noqa: PLC0415
+  align = align or _align_jit
   phases = dict(encode=0.0, predict=0.0, align=0.0, fetch=0.0, store=0.0)
   shapes = set()
   began = time.perf_counter()
