@@ -162,7 +162,7 @@ def one_pass(args, predictor, texts, spans, lengths, order, align=None):
     graphs = predictor.predict(predictor.variables, tokens, mask).block_until_ready()
     t, phases["predict"] = time.perf_counter(), phases["predict"] + time.perf_counter() - t
     units = align(graphs, jnp.asarray(unit), num_units=width,
-                       self_loops=False).block_until_ready()
+                  self_loops=False).block_until_ready()
     t, phases["align"] = time.perf_counter(), phases["align"] + time.perf_counter() - t
     values = np.asarray(jax.device_get(units), np.float32)
     t, phases["fetch"] = time.perf_counter(), phases["fetch"] + time.perf_counter() - t
