@@ -10,14 +10,15 @@
 * `ModelConfig.tiny()`: a few thousand parameters, for tests and CPU smoke runs.
 
 `from_dict(cls, values)` builds any config dataclass of the library (nested
-ones included) from plain dicts, as experiments do from a ConfigDict.
+ones included) from plain dicts, as experiments do from a ConfigDict;
+`DictConfig` gives those dataclasses `from_dict`, `to_dict` and `replace`.
 """
 from __future__ import annotations
 
 import dataclasses
 import types
 import typing
-from typing import Any, Mapping
+from typing import Any, Mapping, TypeVar
 
 import jax.numpy as jnp
 
@@ -55,6 +56,26 @@ def from_dict(cls, values: Mapping[str, Any], where: str | None = None):
     kwargs[name] = value
   return cls(**kwargs)
 
+
+_Config = TypeVar("_Config", bound="DictConfig")
+
+
+class DictConfig:
+  """Base of the library's config dataclasses: built from and written to
+  plain (nested) dicts, copied with changes."""
+
+  @classmethod
+  def from_dict(cls: type[_Config], values: Mapping[str, Any]) -> _Config:
+    """From a mapping of the fields; unknown keys raise (`from_dict`)."""
+    return from_dict(cls, values)
+
+  def to_dict(self) -> dict:
+    return dataclasses.asdict(self)
+
+  def replace(self: _Config, **changes) -> _Config:
+    return dataclasses.replace(self, **changes)
+
+
 _CHOICES = {
     "norm": ("batch", "layer"),
     "threshold": ("query", "scalar", "zero"),
@@ -67,7 +88,7 @@ _CHOICES = {
 
 
 @dataclasses.dataclass(frozen=True)
-class ModelConfig:
+class ModelConfig(DictConfig):
   """Hyper-parameters of `glomo_jax.GLoMo` (DESIGN.md §2 names in brackets).
 
   Attributes:
@@ -183,17 +204,7 @@ class ModelConfig:
     """dtype of scores, graphs and softmax: at least float32."""
     return jnp.promote_types(self.compute_dtype, jnp.float32)
 
-  # ---- presets and (de)serialisation --------------------------------------
-  def replace(self, **changes) -> "ModelConfig":
-    return dataclasses.replace(self, **changes)
-
-  def to_dict(self) -> dict:
-    return dataclasses.asdict(self)
-
-  @classmethod
-  def from_dict(cls, values: Mapping[str, Any]) -> "ModelConfig":
-    return from_dict(cls, values)
-
+  # ---- presets -------------------------------------------------------------
   @classmethod
   def paper(cls, **changes) -> "ModelConfig":
     """The authors' recommended pretraining run (vocabulary: the peer's 100k)."""

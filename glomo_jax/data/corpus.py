@@ -48,7 +48,7 @@ import os
 import re
 from typing import Any, BinaryIO, Iterator, Mapping
 
-from glomo_jax.config import from_dict
+from glomo_jax.config import DictConfig
 from glomo_jax.data.synthetic import SyntheticConfig, generate_corpus
 from glomo_jax.data.tfds_source import READERS as TFDS_READERS
 from glomo_jax.data.tfds_source import tfds_records
@@ -64,7 +64,7 @@ _WIKITEXT_TITLE = re.compile(r"^ ?= [^=].* = ?$")
 
 
 @dataclasses.dataclass(frozen=True)
-class CorpusSpec:
+class CorpusSpec(DictConfig):
   """Where the pretraining documents come from (see the module docstring).
 
   Attributes:
@@ -111,11 +111,6 @@ class CorpusSpec:
       object.__setattr__(self, "synthetic", SyntheticConfig())
     elif isinstance(self.synthetic, Mapping):
       object.__setattr__(self, "synthetic", SyntheticConfig(**self.synthetic))
-
-  @classmethod
-  def from_dict(cls, spec: Mapping[str, Any]) -> "CorpusSpec":
-    """Builds a spec from a plain dict (e.g. a config section); unknown keys raise."""
-    return from_dict(cls, spec)
 
   def to_dict(self) -> dict[str, Any]:
     """JSON-serialisable form (the inverse of `from_dict`)."""

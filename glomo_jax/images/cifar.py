@@ -29,7 +29,7 @@ import jax.numpy as jnp
 import numpy as np
 import optax
 
-from glomo_jax.config import from_dict
+from glomo_jax.config import DictConfig, from_dict
 from glomo_jax.images.data import ImageSet, ImageSource, carve_validation, read_images
 from glomo_jax.images.pixel_transfer import VARIANTS, GLoMoResNet
 from glomo_jax.io import write_json
@@ -47,7 +47,7 @@ RESULTS_FILE = "results.json"
 
 
 @dataclasses.dataclass(frozen=True)
-class CifarConfig:
+class CifarConfig(DictConfig):
   """One CIFAR-10 run.
 
   Attributes:
@@ -98,16 +98,6 @@ class CifarConfig:
       raise ValueError("variant 'glomo' needs predictor_export: the export of a pixel "
                        "pretraining run (experiments/pretrain_images.py writes "
                        "<workdir>/export)")
-
-  def to_dict(self) -> dict:
-    return dataclasses.asdict(self)
-
-  @classmethod
-  def from_dict(cls, values: Mapping[str, Any]) -> "CifarConfig":
-    return from_dict(cls, values)
-
-  def replace(self, **changes) -> "CifarConfig":
-    return dataclasses.replace(self, **changes)
 
 
 def load_cifar(config: CifarConfig) -> dict[str, ImageSet]:

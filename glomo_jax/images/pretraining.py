@@ -14,13 +14,13 @@ from __future__ import annotations
 import dataclasses
 import logging
 import os
-from typing import Any, Mapping
+from typing import Mapping
 
 import jax
 import jax.numpy as jnp
 import numpy as np
 
-from glomo_jax.config import ModelConfig, from_dict
+from glomo_jax.config import DictConfig, ModelConfig, from_dict
 from glomo_jax.images.data import ImageSource, carve_validation, downsample, read_images
 from glomo_jax.models.pixel_glomo import PixelGLoMo
 from glomo_jax.tasks.batching import ExampleBatches, batch_order, host_rows
@@ -36,7 +36,7 @@ HELDOUT = "heldout"
 
 
 @dataclasses.dataclass(frozen=True)
-class ImagePretrainConfig:
+class ImagePretrainConfig(DictConfig):
   """Settings of a pixel pretraining run.
 
   Attributes:
@@ -92,16 +92,6 @@ class ImagePretrainConfig:
       if getattr(self, name) < 1:
         raise ValueError(f"ImagePretrainConfig.{name} must be >= 1, got "
                          f"{getattr(self, name)}")
-
-  def to_dict(self) -> dict:
-    return dataclasses.asdict(self)
-
-  @classmethod
-  def from_dict(cls, values: Mapping[str, Any]) -> "ImagePretrainConfig":
-    return from_dict(cls, values)
-
-  def replace(self, **changes) -> "ImagePretrainConfig":
-    return dataclasses.replace(self, **changes)
 
   def loop_config(self, **changes) -> LoopConfig:
     return dataclasses.replace(LoopConfig(

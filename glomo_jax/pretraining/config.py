@@ -8,9 +8,9 @@ or an override fails before any work is done.
 from __future__ import annotations
 
 import dataclasses
-from typing import Any, Mapping
+from typing import Mapping
 
-from glomo_jax.config import ModelConfig, from_dict
+from glomo_jax.config import DictConfig, ModelConfig
 from glomo_jax.data.corpus import CorpusSpec
 from glomo_jax.train.config import LoopConfig
 
@@ -18,7 +18,7 @@ OPTIMIZERS = ("sgd", "adam")
 
 
 @dataclasses.dataclass(frozen=True)
-class PretrainConfig:
+class PretrainConfig(DictConfig):
   """Pretraining settings (authors' values in brackets).
 
   Attributes:
@@ -95,10 +95,6 @@ class PretrainConfig:
     d["model"] = self.model.to_dict()
     d["corpus"] = self.corpus.to_dict()
     return d
-
-  @classmethod
-  def from_dict(cls, values: Mapping[str, Any]) -> "PretrainConfig":
-    return from_dict(cls, values)
 
   def loop_config(self, **changes) -> LoopConfig:
     """The loop's settings: evaluation on the held-out split (if any) ranks

@@ -7,9 +7,8 @@ config that cannot run before any work is done.
 from __future__ import annotations
 
 import dataclasses
-from typing import Any, Mapping
 
-from glomo_jax.config import from_dict
+from glomo_jax.config import DictConfig
 from glomo_jax.tasks.transfer_config import (GRAPH_VARIANTS, VARIANTS, OptimOptions,
                                              TfdsOptions, check_graph_apply, check_optim)
 
@@ -47,7 +46,7 @@ class ReaderOptions:
 
 
 @dataclasses.dataclass(frozen=True)
-class SquadConfig:
+class SquadConfig(DictConfig):
   """One SQuAD run: data, word vectors, graph source, reader, training.
 
   Attributes:
@@ -110,16 +109,6 @@ class SquadConfig:
   seed: int = 0
   mesh_data: int = -1
   compile_fast: bool = False
-
-  @classmethod
-  def from_dict(cls, values: Mapping[str, Any]) -> "SquadConfig":
-    return from_dict(cls, values)
-
-  def to_dict(self) -> dict:
-    return dataclasses.asdict(self)
-
-  def replace(self, **changes) -> "SquadConfig":
-    return dataclasses.replace(self, **changes)
 
   @property
   def glomo(self) -> str:

@@ -14,7 +14,7 @@ from typing import Any, Mapping
 
 import optax
 
-from glomo_jax.config import from_dict
+from glomo_jax.config import DictConfig
 from glomo_jax.transfer.layer import APPLY_AS
 
 # Variant → the task model's `glomo` field.
@@ -230,7 +230,7 @@ def check_optim(o: OptimOptions) -> None:
 
 
 @dataclasses.dataclass(frozen=True)
-class TransferConfig:
+class TransferConfig(DictConfig):
   """One transfer run: task data, word vectors, graph source, model, training.
 
   Attributes:
@@ -296,16 +296,6 @@ class TransferConfig:
   seed: int = 0
   mesh_data: int = -1
   compile_fast: bool = False
-
-  @classmethod
-  def from_dict(cls, values: Mapping[str, Any]) -> "TransferConfig":
-    return from_dict(cls, values)
-
-  def to_dict(self) -> dict:
-    return dataclasses.asdict(self)
-
-  def replace(self, **changes) -> "TransferConfig":
-    return dataclasses.replace(self, **changes)
 
   @property
   def glomo(self) -> str:
