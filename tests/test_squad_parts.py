@@ -293,6 +293,34 @@ def test_padding_never_reaches_real_scores(glomo):
   assert (np.asarray(start2)[~more["context_mask"]] == -1e30).all()
 
 
+@pytest.mark.parametrize("glomo", ["embeddings", "uniform"])
+def test_the_transfer_mixes_the_word_vectors_alone(glomo):
+  """As the authors' reader (squad/model_t.py): the graphs mix, and the gate
+  reads, the word vectors; the characters join afterwards, so the encoder
+  reads [words ; chars ; gated] and no character reaches the transfer."""
+  rng = np.random.default_rng(2)
+  model = SquadReader(vocab_size=30, num_chars=20, embed_dim=6, char_dim=3, char_filters=4,
+                      hidden=5, dense=6, glomo=glomo, transfer_layers=2, transfer_features=3)
+  inputs = reader_inputs(rng, 2, 7, 4, [7, 5], [4, 3], graphs=glomo == "embeddings")
+  variables = model.init(jax.random.key(0), **inputs)
+  assert variables["params"]["encoder"]["forward_input"]["kernel"].shape[0] == 6 + 4 + 3
+
+  def transfer_and_start(x):
+    start, state = model.apply(variables, **x, mutable=["intermediates"],
+                               capture_intermediates=lambda mdl, _: mdl.name == "transfer")
+    return state["intermediates"]["transfer"]["__call__"], start
+
+  (passage, question), start = transfer_and_start(inputs)
+  assert passage.shape == (2, 7, 6 + 3) and question.shape == (2, 4, 6 + 3)
+  other = dict(inputs)
+  for name in ("context_chars", "question_chars"):   # new characters, same padding
+    other[name] = np.where(inputs[name] > 0, rng.integers(1, 20, inputs[name].shape), 0)
+  (passage2, question2), start2 = transfer_and_start(other)
+  np.testing.assert_array_equal(passage, passage2)
+  np.testing.assert_array_equal(question, question2)
+  assert not np.allclose(start, start2)     # the characters do reach the encoder
+
+
 def test_graphs_and_word_vectors_get_no_gradient():
   rng = np.random.default_rng(1)
   model = SquadReader(vocab_size=30, num_chars=20, embed_dim=6, char_dim=3, char_filters=4,

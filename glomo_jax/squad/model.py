@@ -6,7 +6,11 @@ transfer variants.
 For a passage c (Tc words) and a question q (Tq words); d = 2·hidden:
 
   words        e = [GloVe(w) (fixed) ; CharCNN(chars of w)]       [B, T, E + F]
-  (glomo 'embeddings' / 'uniform': e = GraphTransfer(e) = [e ; gated])
+  (glomo 'embeddings' / 'uniform': e = [GloVe(w) ; CharCNN ; gated], where
+   [GloVe ; gated] = GraphTransfer(GloVe): the graphs mix the word vectors
+   alone, as in the authors' reader (squad/model_t.py: `context_word` is
+   mixed, gated and then joined by `context_ch`))          [B, T, E + F + E']
+  (E' = transfer_features, default E)
   encoding     c̄, q̄ = vdrop(BiGRU(vdrop(e))), one GRU for both texts [B, T, d]
   (glomo 'rnn': c̄ = vdrop(GraphTransfer(BiGRU(vdrop(e)))) = [c̄ ; gated], q̄ likewise)
   bi-attention s_ij = w1·c̄_i + w2·q̄_j + w3·(c̄_i ⊙ q̄_j) + b         [B, Tc, Tq]
@@ -175,8 +179,8 @@ class SquadReader(nn.Module):
                     self.dropout_rate, name="chars")(pair(context_chars, question_chars),
                                                      train=train)
     x = jnp.concatenate([words, chars], axis=-1) * f2
-    if self.glomo in ("embeddings", "uniform"):
-      x = transferred(x)
+    if self.glomo in ("embeddings", "uniform"):  # [words ; chars ; gated(words)]
+      x = jnp.concatenate([x, transferred(words * f2)[..., self.embed_dim:]], axis=-1)
     x = layers.BiRNN(self.hidden, "gru", name="encoder")(vdrop(x), mask2)
     if self.glomo == "rnn":
       x = transferred(x)
