@@ -71,15 +71,27 @@ class Answerer:
         lambda x: jax.ShapeDtypeStruct(x.shape, x.dtype, sharding=device), shapes["params"]),
         "batch_stats": {}}
     best = os.path.join(workdir, "best")
-    if not os.path.isdir(best) or not Checkpointer(best, keep=None).steps():
+    checkpoints = Checkpointer(best, keep=None) if os.path.isdir(best) else None
+    if checkpoints is None or not checkpoints.steps():
       raise FileNotFoundError(f"{workdir} has no best variables yet (the run has not "
                               "evaluated once): train it longer")
-    checkpoints = Checkpointer(best, keep=None)
     results = os.path.join(workdir, RESULTS_FILE)
-    if os.path.isfile(results):                # finished: the step its record names
-      with open(results, encoding="utf-8") as f:
-        return checkpoints.restore(int(json.load(f)["best_step"]), abstract)[0]
-    return checkpoints.restore_latest(abstract)[0]
+    why = "no checkpoint could be restored"
+    try:
+      if os.path.isfile(results):              # finished: the step its record names
+        with open(results, encoding="utf-8") as f:
+          restored = checkpoints.restore(int(json.load(f)["best_step"]), abstract)
+      else:
+        restored = checkpoints.restore_latest(abstract)
+    except ValueError as e:                    # orbax: stored and wanted shapes differ
+      restored, why = None, str(e).splitlines()[0] if str(e) else why
+    finally:
+      checkpoints.close()
+    if restored is None:
+      raise ValueError(f"{best}: the saved variables could not be restored into the "
+                       f"reader {CONFIG_FILE} describes ({why[:200]}); a run trained by "
+                       "another version of glomo_jax must be trained again with this one")
+    return restored[0]
 
   def _batch(self, passage: str, question: str) -> dict:
     paragraph = Paragraph.from_text("", passage)
