@@ -31,9 +31,6 @@ TINY_OPTIM = OptimOptions(learning_rate=0.01, batch_size=4, eval_batch_size=8, s
                           eval_every=2, log_every=2)
 
 
-# orbax's failed restore (variables of another reader's shapes, below) leaves
-# a task behind that later finds its event loop closed
-@pytest.mark.filterwarnings("ignore::pytest.PytestUnraisableExceptionWarning")
 def test_tiny_json_run_with_graphs_resumes_and_answers(tiny_export, tmp_path):
   train = write_squad(tmp_path / "train.json.gz")
   dev = write_squad(tmp_path / "dev.json", squad_articles(FACTS[:2]))

@@ -15,6 +15,7 @@ import pytest
 
 from glomo_jax.pretraining import PretrainConfig, train_and_evaluate
 from glomo_jax.train import Checkpointer, NonFiniteLossError
+from glomo_jax.train.checkpoint import shapes_by_path
 from conftest import assert_trees_equal, kill_during_run
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -107,6 +108,19 @@ def test_corrupt_newest_checkpoint_is_skipped_with_a_warning(tmp_path, caplog):
   assert fresh.steps() == [1] and os.listdir(str(tmp_path) + "-unreadable") == ["2"]
   fresh.close()
   ckpt.close()
+
+
+def test_stored_shapes_come_from_the_metadata_without_a_restore(tmp_path):
+  ckpt = Checkpointer(str(tmp_path), keep=None, async_save=False)
+  state = {"params": {"dense": {"kernel": jnp.ones((3, 5)), "bias": jnp.zeros(5)}},
+           "batch_stats": {}, "step": jnp.int32(4)}
+  ckpt.save(4, state, {})
+  ckpt.close()
+  fresh = Checkpointer(str(tmp_path), keep=None)
+  want = {"['params']['dense']['kernel']": (3, 5), "['params']['dense']['bias']": (5,),
+          "['step']": ()}
+  assert fresh.stored_shapes(4) == want == shapes_by_path(state)
+  fresh.close()
 
 
 def test_non_finite_loss_stops_the_run_and_keeps_the_last_good_checkpoint(tmp_path):

@@ -33,6 +33,12 @@ class Answer(NamedTuple):
   probability: float    # P(start) · P(end) under the reader
 
 
+def _unfit(best: str, why: str) -> ValueError:
+  return ValueError(f"{best}: the saved variables could not be restored into the reader "
+                    f"{CONFIG_FILE} describes ({why}); a run trained by another version of "
+                    "glomo_jax must be trained again with this one")
+
+
 class Answerer:
   """The best variables of a SQuAD run, ready to answer.
 
@@ -62,7 +68,7 @@ class Answerer:
     self._apply = jax.jit(self.model.apply, static_argnames="train")
 
   def _restore(self, workdir: str) -> dict:
-    from glomo_jax.train.checkpoint import Checkpointer  # noqa: PLC0415
+    from glomo_jax.train.checkpoint import Checkpointer, shapes_by_path  # noqa: PLC0415
     batch = self._batch("a b", "a")
     inputs = {k: v for k, v in batch.items() if k not in ("start", "end", "weight")}
     shapes = jax.eval_shape(lambda: self.model.init(jax.random.key(0), **inputs))
@@ -71,27 +77,29 @@ class Answerer:
         lambda x: jax.ShapeDtypeStruct(x.shape, x.dtype, sharding=device), shapes["params"]),
         "batch_stats": {}}
     best = os.path.join(workdir, "best")
-    checkpoints = Checkpointer(best, keep=None) if os.path.isdir(best) else None
-    if checkpoints is None or not checkpoints.steps():
-      raise FileNotFoundError(f"{workdir} has no best variables yet (the run has not "
-                              "evaluated once): train it longer")
+    unevaluated = FileNotFoundError(f"{workdir} has no best variables yet (the run has "
+                                    "not evaluated once): train it longer")
+    if not os.path.isdir(best):
+      raise unevaluated
+    checkpoints = Checkpointer(best, keep=None)
     results = os.path.join(workdir, RESULTS_FILE)
-    why = "no checkpoint could be restored"
     try:
+      if not checkpoints.steps():
+        raise unevaluated
+      step = checkpoints.steps()[-1]
       if os.path.isfile(results):              # finished: the step its record names
         with open(results, encoding="utf-8") as f:
-          restored = checkpoints.restore(int(json.load(f)["best_step"]), abstract)
-      else:
-        restored = checkpoints.restore_latest(abstract)
-    except ValueError as e:                    # orbax: stored and wanted shapes differ
-      restored, why = None, str(e).splitlines()[0] if str(e) else why
+          step = int(json.load(f)["best_step"])
+      if checkpoints.stored_shapes(step) != shapes_by_path(abstract):
+        raise _unfit(best, "their shapes differ")
+      if os.path.isfile(results):
+        return checkpoints.restore(step, abstract)[0]
+      restored = checkpoints.restore_latest(abstract)
+      if restored is None:
+        raise _unfit(best, "no checkpoint loads")
+      return restored[0]
     finally:
       checkpoints.close()
-    if restored is None:
-      raise ValueError(f"{best}: the saved variables could not be restored into the "
-                       f"reader {CONFIG_FILE} describes ({why[:200]}); a run trained by "
-                       "another version of glomo_jax must be trained again with this one")
-    return restored[0]
 
   def _batch(self, passage: str, question: str) -> dict:
     paragraph = Paragraph.from_text("", passage)

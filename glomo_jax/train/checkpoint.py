@@ -19,6 +19,7 @@ from typing import Any
 
 import jax
 import orbax.checkpoint as ocp
+from etils import epath
 from jax.experimental import multihost_utils
 
 
@@ -50,6 +51,17 @@ class Checkpointer:
         step, args=ocp.args.Composite(state=ocp.args.StandardRestore(abstract_state),
                                       extra=ocp.args.JsonRestore()))
     return restored["state"], dict(restored["extra"])
+
+  def stored_shapes(self, step: int) -> dict[str, tuple[int, ...]]:
+    """{path: shape} of every array of the state saved at `step` (paths as
+    `jax.tree_util.keystr` writes them), read from the checkpoint's metadata
+    without restoring it."""
+    handler = ocp.StandardCheckpointHandler()
+    try:
+      tree = handler.metadata(epath.Path(self.directory) / str(step) / "state").tree
+    finally:
+      handler.close()
+    return shapes_by_path(tree)
 
   def restore_latest(self, abstract_state) -> tuple[Any, dict, int] | None:
     """(state, extra, step) of the newest checkpoint that loads, else None.
@@ -108,3 +120,11 @@ class Checkpointer:
   def close(self):
     self.manager.wait_until_finished()
     self.manager.close()
+
+
+def shapes_by_path(tree) -> dict[str, tuple[int, ...]]:
+  """{path: shape} of the leaves of `tree` that have a shape (arrays,
+  jax.ShapeDtypeStruct, orbax's array metadata)."""
+  leaves = jax.tree_util.tree_flatten_with_path(tree, is_leaf=lambda x: hasattr(x, "shape"))[0]
+  return {jax.tree_util.keystr(path): tuple(leaf.shape) for path, leaf in leaves
+          if hasattr(leaf, "shape")}
