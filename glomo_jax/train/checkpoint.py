@@ -58,10 +58,10 @@ class Checkpointer:
     without restoring it."""
     handler = ocp.StandardCheckpointHandler()
     try:
-      tree = handler.metadata(epath.Path(self.directory) / str(step) / "state").tree
+      metadata = handler.metadata(epath.Path(self.directory) / str(step) / "state")
     finally:
       handler.close()
-    return shapes_by_path(tree)
+    return shapes_by_path(getattr(metadata, "tree", metadata))  # a plain tree in older orbax
 
   def restore_latest(self, abstract_state) -> tuple[Any, dict, int] | None:
     """(state, extra, step) of the newest checkpoint that loads, else None.
