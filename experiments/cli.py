@@ -31,8 +31,7 @@ COMPILATION_CACHE = flags.DEFINE_string(
 def user_errors() -> tuple[type[BaseException], ...]:
   """The exceptions that are a user's mistake (imported late: the loop brings
   JAX and orbax, which `--help` and a flag typo do not need)."""
-  from glomo_jax.train.loop import (NonFiniteLossError,  # noqa: PLC0415
-                                    UnrestorableCheckpointError)
+  from glomo_jax.train import NonFiniteLossError, UnrestorableCheckpointError  # noqa: PLC0415
   return (ValueError, OSError, ImportError, UnrestorableCheckpointError, NonFiniteLossError)
 
 

@@ -99,7 +99,7 @@ def test_tiny_json_run_with_graphs_resumes_and_answers(tiny_export, tmp_path):
   saved["model"]["hidden"] += 1
   with open(other / "config.json", "w", encoding="utf-8") as f:
     json.dump(saved, f)
-  with pytest.raises(ValueError, match="could not be restored into the reader"):
+  with pytest.raises(ValueError, match=r"could not be restored into the reader .*\(params/"):
     Answerer(str(other))
   out = subprocess.run([sys.executable, "-m", "experiments.squad_answer", f"--workdir={workdir}",
                         f"--passage={passage}", "--question=Who lives in Oslo?"],

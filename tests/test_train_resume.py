@@ -14,7 +14,7 @@ import orbax.checkpoint as ocp
 import pytest
 
 from glomo_jax.pretraining import PretrainConfig, train_and_evaluate
-from glomo_jax.train import Checkpointer, NonFiniteLossError
+from glomo_jax.train import Checkpointer, NonFiniteLossError, UnrestorableCheckpointError
 from glomo_jax.train.checkpoint import shapes_by_path
 from conftest import assert_trees_equal, kill_during_run
 
@@ -117,9 +117,18 @@ def test_stored_shapes_come_from_the_metadata_without_a_restore(tmp_path):
   ckpt.save(4, state, {})
   ckpt.close()
   fresh = Checkpointer(str(tmp_path), keep=None)
-  want = {"['params']['dense']['kernel']": (3, 5), "['params']['dense']['bias']": (5,),
-          "['step']": ()}
+  want = {"params/dense/kernel": (3, 5), "params/dense/bias": (5,), "step": ()}
   assert fresh.stored_shapes(4) == want == shapes_by_path(state)
+  assert fresh.shape_difference(4, state) is None
+  wider = {**state, "params": {"dense": {"kernel": jnp.ones((3, 6)), "bias": jnp.zeros(6)}}}
+  assert fresh.shape_difference(4, wider) == "params/dense/bias is (5,) there and (6,) here"
+  more = {**state, "mu": jnp.zeros(2)}
+  assert fresh.shape_difference(4, more) == "it lacks mu (2,)"
+  fewer = {k: v for k, v in state.items() if k != "step"}
+  assert fresh.shape_difference(4, fewer) == "it holds step, which this run's state has not"
+  with pytest.raises(UnrestorableCheckpointError, match=r"step 4 .*another model.*\(6,\) here"):
+    fresh.restore_latest(wider)
+  assert fresh.steps() == [4]
   fresh.close()
 
 
@@ -143,7 +152,8 @@ def test_checkpoints_that_no_longer_fit_the_config_are_an_error_not_a_restart(tm
   cfg.num_steps, cfg.checkpoint_every, cfg.eval_every, cfg.export = 1, 1, 100, False
   train_and_evaluate(PretrainConfig.from_dict(cfg.to_dict()), str(tmp_path), devices=ONE)
   cfg.model.dim, cfg.model.head_dim = 24, 6
-  with pytest.raises(RuntimeError, match="none could be restored"):
+  with pytest.raises(UnrestorableCheckpointError,
+                     match=r"step 1 .*another model.*/mean is \(16,\) there and \(24,\) here"):
     train_and_evaluate(PretrainConfig.from_dict(cfg.to_dict()), str(tmp_path), devices=ONE)
   assert os.listdir(tmp_path / "checkpoints") == ["1"]
 

@@ -68,7 +68,7 @@ class Answerer:
     self._apply = jax.jit(self.model.apply, static_argnames="train")
 
   def _restore(self, workdir: str) -> dict:
-    from glomo_jax.train.checkpoint import Checkpointer, shapes_by_path  # noqa: PLC0415
+    from glomo_jax.train.checkpoint import Checkpointer  # noqa: PLC0415
     batch = self._batch("a b", "a")
     inputs = {k: v for k, v in batch.items() if k not in ("start", "end", "weight")}
     shapes = jax.eval_shape(lambda: self.model.init(jax.random.key(0), **inputs))
@@ -90,8 +90,9 @@ class Answerer:
       if os.path.isfile(results):              # finished: the step its record names
         with open(results, encoding="utf-8") as f:
           step = int(json.load(f)["best_step"])
-      if checkpoints.stored_shapes(step) != shapes_by_path(abstract):
-        raise _unfit(best, "their shapes differ")
+      difference = checkpoints.shape_difference(step, abstract)
+      if difference is not None:
+        raise _unfit(best, difference)
       if os.path.isfile(results):
         return checkpoints.restore(step, abstract)[0]
       restored = checkpoints.restore_latest(abstract)

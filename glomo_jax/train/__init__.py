@@ -1,9 +1,9 @@
 """The one training loop and its parts: mesh and shardings, train state,
 steps, checkpoints, preemption, progress. Tasks (pretraining, downstream)
 live in `glomo_jax.pretraining` and `glomo_jax.tasks`."""
-from glomo_jax.train.checkpoint import Checkpointer
+from glomo_jax.train.checkpoint import Checkpointer, UnrestorableCheckpointError
 from glomo_jax.train.config import LoopConfig
-from glomo_jax.train.loop import NonFiniteLossError, UnrestorableCheckpointError, run
+from glomo_jax.train.loop import NonFiniteLossError, run
 from glomo_jax.train.optimizer import make_optimizer
 from glomo_jax.train.sharding import batch_sharding, make_mesh, state_shardings
 from glomo_jax.train.state import TrainState

@@ -8,7 +8,10 @@ Restoring walks back from the newest step: a checkpoint that fails to load
 before it is used, and the unreadable newer steps are moved aside to
 `<directory>-unreadable/<step>` (kept for inspection, out of the way of the
 resumed run's own saves of those steps). Half-written saves that orbax never
-committed are not listed at all.
+committed are not listed at all. A checkpoint whose saved arrays have other
+paths or shapes than the run's state (another model or optimiser config) is
+an `UnrestorableCheckpointError` naming the first difference, found from the
+metadata before any restore; nothing is moved or overwritten.
 """
 from __future__ import annotations
 
@@ -21,6 +24,10 @@ import jax
 import orbax.checkpoint as ocp
 from etils import epath
 from jax.experimental import multihost_utils
+
+
+class UnrestorableCheckpointError(RuntimeError):
+  """Checkpoints exist but none of them loads into this run's state."""
 
 
 class Checkpointer:
@@ -54,7 +61,7 @@ class Checkpointer:
 
   def stored_shapes(self, step: int) -> dict[str, tuple[int, ...]]:
     """{path: shape} of every array of the state saved at `step` (paths as
-    `jax.tree_util.keystr` writes them), read from the checkpoint's metadata
+    `shapes_by_path` writes them), read from the checkpoint's metadata
     without restoring it."""
     handler = ocp.StandardCheckpointHandler()
     try:
@@ -63,16 +70,41 @@ class Checkpointer:
       handler.close()
     return shapes_by_path(getattr(metadata, "tree", metadata))  # a plain tree in older orbax
 
+  def shape_difference(self, step: int, abstract_state) -> str | None:
+    """The first array whose saved shape at `step` differs from
+    `abstract_state`'s, or that only one side has, in words; None when all
+    agree or the metadata cannot be read (a restore then says what is wrong)."""
+    try:
+      stored = self.stored_shapes(step)
+    except Exception:  # noqa: BLE001 (a corrupt checkpoint: left to the restore)
+      return None
+    wanted = shapes_by_path(abstract_state)
+    for path in sorted(stored.keys() | wanted.keys()):
+      if path not in wanted:
+        return f"it holds {path}, which this run's state has not"
+      if path not in stored:
+        return f"it lacks {path} {wanted[path]}"
+      if stored[path] != wanted[path]:
+        return f"{path} is {stored[path]} there and {wanted[path]} here"
+    return None
+
   def restore_latest(self, abstract_state) -> tuple[Any, dict, int] | None:
     """(state, extra, step) of the newest checkpoint that loads, else None.
 
     abstract_state: a pytree of jax.ShapeDtypeStruct with shardings (the
     restored arrays are placed accordingly). When an older step is used,
     the newer ones that failed are moved to `<directory>-unreadable/`; when
-    none loads, nothing is moved.
+    none loads, nothing is moved. Raises UnrestorableCheckpointError if a
+    checkpoint's arrays do not fit `abstract_state` (`shape_difference`).
     """
     failed = []
     for step in reversed(self.steps()):
+      difference = self.shape_difference(step, abstract_state)
+      if difference is not None:
+        raise UnrestorableCheckpointError(
+            f"the checkpoint at step {step} in {self.directory} was saved from another "
+            f"model or optimiser config ({difference}); use a new --workdir, or the config "
+            "that run was trained with (nothing was overwritten)")
       try:
         state, extra = self.restore(step, abstract_state)
       except Exception as e:  # a corrupt checkpoint: say so, use the previous one
@@ -124,7 +156,17 @@ class Checkpointer:
 
 def shapes_by_path(tree) -> dict[str, tuple[int, ...]]:
   """{path: shape} of the leaves of `tree` that have a shape (arrays,
-  jax.ShapeDtypeStruct, orbax's array metadata)."""
+  jax.ShapeDtypeStruct, orbax's array metadata). Paths are key names joined
+  by '/' ("params/dense/kernel", "opt_state/0/mu/..."), so a dataclass's
+  field and the dict key orbax saves it under read the same."""
   leaves = jax.tree_util.tree_flatten_with_path(tree, is_leaf=lambda x: hasattr(x, "shape"))[0]
-  return {jax.tree_util.keystr(path): tuple(leaf.shape) for path, leaf in leaves
+  return {"/".join(_key_name(k) for k in path): tuple(leaf.shape) for path, leaf in leaves
           if hasattr(leaf, "shape")}
+
+
+def _key_name(key) -> str:
+  """The name in one entry of a key path (dict key, attribute, or index)."""
+  for attr in ("key", "name", "idx"):
+    if hasattr(key, attr):
+      return str(getattr(key, attr))
+  return str(key)

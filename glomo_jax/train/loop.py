@@ -32,7 +32,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from glomo_jax import tuning
-from glomo_jax.train.checkpoint import Checkpointer
+from glomo_jax.train.checkpoint import Checkpointer, UnrestorableCheckpointError
 from glomo_jax.train.config import LoopConfig
 from glomo_jax.train.metrics import MetricWriter, Progress, format_eta
 from glomo_jax.train.preemption import Preemption
@@ -50,10 +50,6 @@ CHECKED = ("loss", "grad_norm", "param_norm")    # must stay finite
 
 class NonFiniteLossError(FloatingPointError):
   """The loss or the parameters stopped being finite; the run was stopped."""
-
-
-class UnrestorableCheckpointError(RuntimeError):
-  """Checkpoints exist but none of them loads into this run's state."""
 
 
 def run(task: Task, config: LoopConfig, workdir: str, *, devices=None) -> dict[str, Any]:
