@@ -30,6 +30,9 @@ _OFFSETS = flags.DEFINE_integer("offsets", 8, "Fixed-offset baselines up to ±th
 _SEED = flags.DEFINE_integer("untrained_seed", 0, "Seed of the untrained predictor.")
 _BATCH = flags.DEFINE_integer("batch_size", 32, "Sentences per predictor call.")
 _RELATIONS = flags.DEFINE_integer("relations", 10, "Most frequent relations to break down.")
+_ROWS = flags.DEFINE_enum("rows", "mean", ["mean", "whole_word"],
+                          "A word's row from its pieces' rows: their mean, or the last "
+                          "piece's forward and the first piece's backward.")
 _OUTPUT = flags.DEFINE_string("output", None, "Write every score to this JSON file.")
 flags.mark_flags_as_required(["export", "conllu"])
 
@@ -105,7 +108,8 @@ def main(argv):
   start = time.perf_counter()
   result = score_treebank(
       sentences, {"": predictor, "untrained": untrained_twin(predictor, _SEED.value)},
-      batch_size=_BATCH.value, max_words=_MAX_WORDS.value, offsets=_OFFSETS.value)
+      batch_size=_BATCH.value, max_words=_MAX_WORDS.value, offsets=_OFFSETS.value,
+      rows=_ROWS.value)
   if not result["sentences"]:
     raise ValueError(f"{_CONLLU.value}: no sentence of 2 to {_MAX_WORDS.value} words to score")
   print(alignment_tables(result, _RELATIONS.value))

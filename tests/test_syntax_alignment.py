@@ -184,8 +184,9 @@ def test_pieces_go_to_the_unit_holding_their_first_character():
       [0, 2, 2, 2, 2, -1]
 
 
-@pytest.mark.parametrize("self_loops", [False, True])
-def test_text_graphs_equal_word_graphs_on_space_joined_words(tiny_export, self_loops):
+@pytest.mark.parametrize("self_loops, rows",
+                         [(False, "mean"), (True, "mean"), (False, "whole_word")])
+def test_text_graphs_equal_word_graphs_on_space_joined_words(tiny_export, self_loops, rows):
   from glomo_jax.export import load_graph_predictor  # noqa: PLC0415
   from glomo_jax.transfer.align import text_graphs, word_graphs  # noqa: PLC0415
   predictor = load_graph_predictor(tiny_export)
@@ -195,10 +196,15 @@ def test_text_graphs_equal_word_graphs_on_space_joined_words(tiny_export, self_l
     starts = np.cumsum([0] + [len(w) + 1 for w in words[:-1]])
     texts.append(" ".join(words))
     spans.append(np.stack([starts, starts + [len(w) for w in words]], axis=-1))
-  by_text, mask_text = text_graphs(predictor, None, texts, spans, 8, self_loops=self_loops)
-  by_words, mask_words = word_graphs(predictor, None, word_lists, 8, self_loops=self_loops)
+  by_text, mask_text = text_graphs(predictor, None, texts, spans, 8, self_loops=self_loops,
+                                   rows=rows)
+  by_words, mask_words = word_graphs(predictor, None, word_lists, 8, self_loops=self_loops,
+                                     rows=rows)
   np.testing.assert_allclose(by_text, by_words, atol=1e-6)
   assert (mask_text == mask_words).all() and by_text[:, :, :, :6].sum() > 0
+  if rows != "mean":                   # the 40-piece vocabulary splits most words
+    mean = word_graphs(predictor, None, word_lists, 8, self_loops=self_loops)[0]
+    assert np.abs(by_words - mean).max() > 1e-3
 
 
 def test_entry_point_prints_the_table(tiny_export, tmp_path):
@@ -206,7 +212,7 @@ def test_entry_point_prints_the_table(tiny_export, tmp_path):
   output = tmp_path / "scores.json"
   run = subprocess.run(
       [sys.executable, "-m", "experiments.syntax_alignment", f"--export={tiny_export}",
-       f"--conllu={conllu}", "--offsets=2", f"--output={output}"],
+       f"--conllu={conllu}", "--offsets=2", f"--output={output}", "--rows=whole_word"],
       cwd=REPO, capture_output=True, text=True, check=False)
   assert run.returncode == 0, run.stderr[-2000:]
   lines = run.stdout.splitlines()

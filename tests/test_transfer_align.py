@@ -113,3 +113,43 @@ def test_segment_sums_equal_the_one_hot_products(self_loops):
   assert out.dtype == np.float32
   np.testing.assert_allclose(out, one_hot_alignment(g, unit, units, self_loops),
                              rtol=2e-6, atol=1e-7)
+
+
+def test_whole_word_rows_come_from_the_last_piece_forward_and_the_first_backward():
+  rng = np.random.default_rng(3)
+  g = normalised(rng, (1, 2, 5, 5))                 # [B, 2L = 2 (forward, backward), P, P]
+  unit = np.array([[0, 1, 1, 1, 2]])                # word 1 = pieces 1, 2, 3
+  out = np.asarray(align_graphs(g, unit, 3, rows="whole_word"))
+  mean = np.asarray(align_graphs(g, unit, 3))
+  def pooled(row, word):                            # columns summed, own word dropped
+    cols = np.array([row[0], row[1] + row[2] + row[3], row[4]])
+    cols[word] = 0
+    return cols / cols.sum()
+  np.testing.assert_allclose(out[0, 0, 1], pooled(g[0, 0, 3], 1), rtol=1e-6)   # last piece
+  np.testing.assert_allclose(out[0, 1, 1], pooled(g[0, 1, 1], 1), rtol=1e-6)   # first piece
+  assert not np.allclose(out[0, :, 1], mean[0, :, 1])
+  np.testing.assert_allclose(out[0, :, [0, 2]], mean[0, :, [0, 2]], rtol=1e-6)  # one piece
+
+
+def test_whole_word_rows_equal_the_one_hot_products_of_the_end_pieces():
+  """Against NumPy: the end pieces found by loops, the rest by the one-hot
+  reference; heads after the layer axis, padding, pieces of a unit apart."""
+  rng = np.random.default_rng(4)
+  batch, pieces, units = 2, 16, 7
+  g = normalised(rng, (batch, 4, 2, pieces, pieces))   # 2L = 4: 2 forward, 2 backward
+  unit = np.full((batch, pieces), -1, np.int32)
+  unit[0, :13] = np.repeat(np.arange(6), [1, 3, 1, 2, 4, 2])
+  unit[1, :] = rng.integers(-1, units, pieces)
+  reading = np.zeros((batch, 4, 1, pieces, 1))
+  for b in range(batch):
+    for u in set(unit[b]) - {-1}:
+      where = np.flatnonzero(unit[b] == u)
+      reading[b, :2, 0, where.max()] = 1           # forward: the last piece
+      reading[b, 2:, 0, where.min()] = 1           # backward: the first
+  want = one_hot_alignment(g * reading, unit, units, self_loops=False)
+  out = np.asarray(align_graphs(g, unit, units, rows="whole_word"))
+  np.testing.assert_allclose(out, want, rtol=2e-6, atol=1e-7)
+  with pytest.raises(ValueError, match="2L"):
+    align_graphs(g[:, :3], unit, units, rows="whole_word")
+  with pytest.raises(ValueError, match="rows must be"):
+    align_graphs(g, unit, units, rows="last")

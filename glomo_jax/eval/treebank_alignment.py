@@ -82,8 +82,8 @@ def untrained_twin(predictor: ExportedGraphPredictor, seed: int = 0
 
 def score_treebank(sentences: Sequence[Sentence],
                    predictors: Mapping[str, ExportedGraphPredictor], *,
-                   batch_size: int = 32, max_words: int = 128, offsets: int = 8
-                   ) -> dict:
+                   batch_size: int = 32, max_words: int = 128, offsets: int = 8,
+                   rows: str = "mean") -> dict:
   """Scores every predictor and baseline on the sentences.
 
   Args:
@@ -92,6 +92,8 @@ def score_treebank(sentences: Sequence[Sentence],
     batch_size: sentences per predictor call (sorted by length).
     max_words: longer sentences are skipped (counted).
     offsets: the fixed-offset baselines go to ±offsets.
+    rows: how a word's row is formed from its pieces' rows
+      (`glomo_jax.transfer.align_graphs`).
 
   Returns:
     `SyntaxScores.result()` plus 'skipped_long' (sentences over max_words)
@@ -111,7 +113,8 @@ def score_treebank(sentences: Sequence[Sentence],
     width = round_up(max(len(s) for s in batch), 16)
     encoded = encode_texts(tokenizer, [s.text for s in batch], [s.spans for s in batch],
                            width)
-    outputs = {prefix: unit_graphs(p, encoded, width)[0] for prefix, p in predictors.items()}
+    outputs = {prefix: unit_graphs(p, encoded, width, rows=rows)[0]
+               for prefix, p in predictors.items()}
     seen = _words_with_pieces(encoded[2], width)
     for b, sentence in enumerate(batch):
       n = len(sentence)

@@ -20,6 +20,14 @@ mean of its two piece rows, with the columns of each word summed. Units
 without pieces have zero rows and columns; the first unit's forward row (and
 the last one's backward row) is 0, as at piece level.
 
+``rows="whole_word"`` replaces rule 1 (graphs [B, 2L, ..., P, P], the L
+forward layers first): a unit's forward row is its last piece's row and its
+backward row its first piece's, the pieces whose causal query has read the
+whole unit. Under rule 1 a unit's forward row leans on its first piece's
+row, whose query has read nothing of the unit after that piece (its later
+pieces' weight on the first piece is dropped by rule 3). Units of one piece
+get the same rows either way.
+
 `word_graphs` runs the whole path for lists of words (joined by spaces);
 `text_graphs` for raw texts, each piece going to the unit that holds its
 characters (`unit_of_piece_from_spans`). Length: the predictor is
@@ -61,17 +69,24 @@ def piece_to_unit(word_start, num_pieces: int) -> np.ndarray:
   return np.where(pieces < starts[-1], unit, -1).astype(np.int32)
 
 
+ROWS = ("mean", "whole_word")
+
+
 def align_graphs(graphs, unit_of_piece, num_units: int, *,
-                 self_loops: bool = False) -> jax.Array:
+                 self_loops: bool = False, rows: str = "mean") -> jax.Array:
   """Piece-level graphs -> unit-level graphs (rule: module docstring).
 
   Args:
-    graphs: [B, ..., P_target, P_source] (any leading axes after B, e.g. 2L, K).
+    graphs: [B, ..., P_target, P_source] (any leading axes after B, e.g. 2L, K;
+      [B, 2L, ..., P, P], forward layers first, for rows="whole_word").
     unit_of_piece: int [B, P]: the unit of each piece in [0, num_units), or −1
       for pieces in no unit (padding).
     num_units: U.
     self_loops: keep weight between pieces of the same unit (on the
       diagonal); default False: no diagonal, as the authors' word graphs.
+    rows: "mean" (a unit's row from all its pieces' rows) or "whole_word"
+      (forward rows from each unit's last piece, backward rows from its
+      first; module docstring).
 
   Returns:
     [B, ..., U_target, U_source], dtype of graphs (at least float32); each row
@@ -84,8 +99,19 @@ def align_graphs(graphs, unit_of_piece, num_units: int, *,
       graphs.shape[-2:] != (unit.shape[1], unit.shape[1]):
     raise ValueError(f"graphs [B, ..., P, P] and unit_of_piece [B, P] do not fit: "
                      f"{graphs.shape} and {unit.shape}")
+  if rows not in ROWS:
+    raise ValueError(f"rows must be one of {ROWS}, got {rows!r}")
   batch, pieces = unit.shape
   lead = graphs.shape[1:-2]
+  if rows == "whole_word":
+    if not lead or lead[0] % 2:
+      raise ValueError("rows='whole_word' needs graphs [B, 2L, ..., P, P] (forward layers, "
+                       f"then backward), got {graphs.shape}")
+    first, last = jax.vmap(_end_pieces, in_axes=(0, None))(unit, num_units)   # [B, P] each
+    reading = jnp.stack([last, first], axis=1).astype(graphs.dtype)          # [B, 2, P]
+    reading = reading.reshape(batch, 2, *([1] * (len(lead) - 1)), pieces, 1)
+    split = graphs.reshape(batch, 2, lead[0] // 2, *lead[1:], pieces, pieces)
+    graphs = (split * reading[:, :, None]).reshape(graphs.shape)
   flat = graphs.reshape(batch, -1, pieces, pieces)
   # sums over the pieces of each unit; a row's sum and its mean (rule 1)
   # differ by a factor that the renormalisation (rule 4) removes
@@ -119,7 +145,18 @@ def _summed_by_unit(graphs, unit, num_units: int) -> jax.Array:
   return jax.vmap(lambda r: by_unit(r.T).T)(rows)                  # [N, U, U]
 
 
-_align_jit = jax.jit(align_graphs, static_argnames=("num_units", "self_loops"))
+def _end_pieces(unit, num_units: int) -> tuple[jax.Array, jax.Array]:
+  """bool [P] each: whether a piece is the first, and the last, of its unit
+  (False for pieces of unit −1). unit: int [P]."""
+  position = jnp.arange(unit.shape[0])
+  first = jax.ops.segment_min(position, unit, num_units, mode="drop")
+  last = jax.ops.segment_max(position, unit, num_units, mode="drop")
+  own = jnp.clip(unit, 0, num_units - 1)
+  inside = unit >= 0
+  return inside & (position == first[own]), inside & (position == last[own])
+
+
+_align_jit = jax.jit(align_graphs, static_argnames=("num_units", "self_loops", "rows"))
 
 
 def encode_word_lists(tokenizer, word_lists: Sequence[Sequence[str]], max_words: int,
@@ -239,7 +276,7 @@ def _pad_batch(encoded, pad_id: int, max_units: int, max_pieces: int | None,
 
 def word_graphs(predictor, tokenizer, word_lists: Sequence[Sequence[str]],
                 max_words: int, *, max_pieces: int | None = None,
-                self_loops: bool = False, pad_multiple: int = 16
+                self_loops: bool = False, pad_multiple: int = 16, rows: str = "mean"
                 ) -> tuple[np.ndarray, np.ndarray]:
   """Word-level graphs of a batch of word lists from an exported predictor.
 
@@ -256,7 +293,7 @@ def word_graphs(predictor, tokenizer, word_lists: Sequence[Sequence[str]],
     word_lists: B lists of words.
     max_words: W, the word axis of the output.
     max_pieces, pad_multiple: see `encode_word_lists`.
-    self_loops: see `align_graphs`.
+    self_loops, rows: see `align_graphs`.
 
   Returns:
     graphs float32 numpy [B, 2L, K, W, W] ([.., target word, source word]; the
@@ -267,12 +304,12 @@ def word_graphs(predictor, tokenizer, word_lists: Sequence[Sequence[str]],
   tokenizer = _checked_tokenizer(predictor, tokenizer)
   arrays = encode_word_lists(tokenizer, word_lists, max_words, max_pieces=max_pieces,
                              pad_multiple=pad_multiple)
-  return unit_graphs(predictor, arrays, max_words, self_loops)
+  return unit_graphs(predictor, arrays, max_words, self_loops, rows)
 
 
 def text_graphs(predictor, tokenizer, texts: Sequence[str], unit_spans: Sequence,
                 max_units: int, *, max_pieces: int | None = None,
-                self_loops: bool = False, pad_multiple: int = 16
+                self_loops: bool = False, pad_multiple: int = 16, rows: str = "mean"
                 ) -> tuple[np.ndarray, np.ndarray]:
   """Unit-level graphs of raw texts: `word_graphs`, but the predictor reads
   each text as written and its pieces go to units by characters
@@ -286,7 +323,7 @@ def text_graphs(predictor, tokenizer, texts: Sequence[str], unit_spans: Sequence
   tokenizer = _checked_tokenizer(predictor, tokenizer)
   arrays = encode_texts(tokenizer, texts, unit_spans, max_units, max_pieces=max_pieces,
                         pad_multiple=pad_multiple)
-  return unit_graphs(predictor, arrays, max_units, self_loops)
+  return unit_graphs(predictor, arrays, max_units, self_loops, rows)
 
 
 def _checked_tokenizer(predictor, tokenizer):
@@ -301,8 +338,8 @@ def _checked_tokenizer(predictor, tokenizer):
   return tokenizer
 
 
-def unit_graphs(predictor, arrays, num_units: int, self_loops: bool = False
-                ) -> tuple[np.ndarray, np.ndarray]:
+def unit_graphs(predictor, arrays, num_units: int, self_loops: bool = False,
+                rows: str = "mean") -> tuple[np.ndarray, np.ndarray]:
   """The predictor's graphs of already encoded pieces, pooled to units.
 
   Args:
@@ -311,12 +348,13 @@ def unit_graphs(predictor, arrays, num_units: int, self_loops: bool = False
       `encode_word_lists` or `encode_texts` (encode once, then call this for
       several predictors that share the tokenizer).
     num_units: W, the unit axis of `unit_mask`.
-    self_loops: see `align_graphs`.
+    self_loops, rows: see `align_graphs`.
 
   Returns:
     (graphs float32 numpy [B, 2L, K, W, W], unit_mask bool [B, W]).
   """
   tokens, piece_mask, unit, unit_mask = arrays
   graphs = predictor.predict(predictor.variables, tokens, piece_mask)
-  units = _align_jit(graphs, jnp.asarray(unit), num_units=num_units, self_loops=self_loops)
+  units = _align_jit(graphs, jnp.asarray(unit), num_units=num_units, self_loops=self_loops,
+                     rows=rows)
   return np.asarray(jax.device_get(units), dtype=np.float32), unit_mask
