@@ -46,7 +46,7 @@ def export_checkpoint(workdir: str, out: str | None = None, step: int | None = N
   step = steps[-1] if step is None else step
   if step not in steps:
     raise ValueError(f"no checkpoint at step {step} in {ckpt_dir}; saved steps: {steps}")
-  path = os.path.join(ckpt_dir, str(step), "state")
+  path = os.path.abspath(os.path.join(ckpt_dir, str(step), "state"))   # orbax wants it so
   try:
     state = ocp.StandardCheckpointer().restore(path)
   except Exception as e:  # noqa: BLE001 (orbax raises many kinds for a damaged file)

@@ -84,6 +84,10 @@ def corrupt_checkpoints(workdir):
 
 
 def test_checkpoint_mistakes(pretrained, tmp_path):
+  exported = tmp_path / "exported"               # a relative --workdir works (orbax
+  out = run(["-m", "experiments.export", f"--workdir={os.path.relpath(pretrained, REPO)}",
+             f"--out={exported}"])              # wants absolute paths)
+  assert out.returncode == 0 and (exported / "glomo_export.json").is_file(), out.stderr[-2000:]
   out = run(["-m", "experiments.export", f"--workdir={tmp_path / 'nowhere'}"])
   assert_one_line(out, "is not a pretraining workdir", "--workdir")
   workdir = tmp_path / "corrupt"
