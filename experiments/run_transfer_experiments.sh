@@ -4,13 +4,13 @@
 # baseline, GLoMo on embeddings and the uniform graph (MNLI: also GLoMo on the
 # RNN states), 3 seeds each (about 2.75 hours on 2 cores: pretraining 1 h at
 # 2.9 steps/s, MNLI 45 min, IMDB 55 min), SQuAD (baseline, uniform graph, GLoMo
-# on embeddings: about 30 min a run), and images: a pixel predictor pretrained
-# on Tiny ImageNet at 16×16, transferred into CIFAR-10 ResNet-18s (baseline,
-# uniform graph, GLoMo). Also: graph statistics, the alignment with UD English
-# trees, the ablation table, the data-efficiency curve on the built-in
-# language, MNLI's word-vector tables, and MNLI and IMDB trained longer
-# (about 2.5 hours more). CPU-scale task settings: see experiments/RESULTS.md.
-# Every step resumes where it stopped.
+# on embeddings: about 30 min a run; GLoMo on the RNN states: 55 min), and
+# images: a pixel predictor pretrained on Tiny ImageNet at 16×16, transferred
+# into CIFAR-10 ResNet-18s (baseline, uniform graph, GLoMo). Also: graph
+# statistics, the alignment with UD English trees, the ablation table, the
+# data-efficiency curve on the built-in language, MNLI's word-vector tables,
+# and MNLI and IMDB trained longer (about 2.5 hours more). CPU-scale task
+# settings: see experiments/RESULTS.md. Every step resumes where it stopped.
 # Usage: experiments/run_transfer_experiments.sh [DATA_DIR] [RUNS_DIR]
 set -euo pipefail
 DATA=$(realpath -m "${1:-$(dirname "$0")/../../shared/data}")
@@ -141,7 +141,7 @@ SQUAD=(--config.files.train="$DATA/squad_v1.1/squad_train-v1.1_rebuilt.json.xz"
        --config.graph_cache_dir="$RUNS/grid/squad_graph_cache"
        --compilation_cache_dir="$RUNS/grid/squad_compile_cache")
 $PY -m experiments.transfer_grid --entry=squad --config=experiments/configs/squad.py:cpu \
-    --root="$RUNS/grid/squad" --variants=baseline,uniform,embeddings --seeds=0,1,2 \
+    --root="$RUNS/grid/squad" --variants=baseline,uniform,embeddings,rnn --seeds=0,1,2 \
     -- "${SQUAD[@]}"
 # Images: pixel pretraining (16×16 Tiny ImageNet), the Fig. 4 drawing, then
 # CIFAR-10 (20k training images: 16,000 train / 4,000 validation)
