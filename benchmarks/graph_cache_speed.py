@@ -3,10 +3,12 @@ phase by phase: encoding (host), predictor, alignment, fetch, float16 store.
 
   python benchmarks/graph_cache_speed.py --data=../shared/data/imdb/imdb_train.jsonl.gz \
       (--export=runs/wiki_cpu/export | --model=paper --tokenizer=T.model) \
-      [--num=512 --max_words=128 --batch=32 --pad_multiple=16]
+      [--num=512 --max_words=128 --batch=32 --pad_multiple=0]
 
 The texts are read as the cache reads them (raw text, pieces to words by
-characters), sorted by words as the cache sorts them, in batches of `batch`.
+characters), sorted by words as the cache sorts them, in batches of `batch`,
+padded as the cache pads them on this backend (`--pad_multiple` 0; or pieces
+to that multiple).
 `--model` times an untrained predictor of that size (speed does not depend
 on the weights). Two passes: cold (each distinct (P, W) shape compiles the
 predictor and the alignment once) and warm (nothing compiles). Prints one
@@ -18,6 +20,9 @@ uint8 levels after a colon), and the weight top-k keeps.
 (`glomo_jax/transfer/align.py` of another checkout, e.g. a `git worktree` of
 an older commit): warm passes alternating between the two, `--rounds` each,
 and the ratio of the medians of their alignment seconds (DIR's ÷ this one's).
+`--build_rounds=N` with `--baseline_repo` instead times the whole build
+(`cached_word_graphs`, dense float16) of each checkout in fresh processes,
+alternating, N each: a process builds once to compile, then once timed.
 """
 from __future__ import annotations
 
@@ -56,7 +61,9 @@ def main():
   parser.add_argument("--num", type=int, default=512)
   parser.add_argument("--max_words", type=int, default=128)
   parser.add_argument("--batch", type=int, default=32)
-  parser.add_argument("--pad_multiple", type=int, default=16)
+  parser.add_argument("--pad_multiple", type=int, default=0,
+                      help="Pieces padded to this multiple; 0: the backend's, as the cache "
+                           "(glomo_jax.transfer.align.piece_multiple)")
   parser.add_argument("--top_k", default="",
                       help="Comma-separated k or k:dtype (dtype float16, float32 or uint8): also "
                            "build the dense cache and a top-k cache of each, and report "
@@ -65,23 +72,25 @@ def main():
                       help="Also time DIR's alignment against this checkout's.")
   parser.add_argument("--rounds", type=int, default=3,
                       help="Warm passes of each alignment with --baseline_repo.")
+  parser.add_argument("--build_rounds", type=int, default=0,
+                      help="With --baseline_repo: time whole builds instead, N a checkout.")
+  parser.add_argument("--build_worker", metavar="DIR", help=argparse.SUPPRESS)
   args = parser.parse_args()
-  from glomo_jax.tasks.datasets import read_jsonl  # noqa: PLC0415
-  from glomo_jax.tasks.words import plain_text, tokenize_with_offsets  # noqa: PLC0415
+  if args.build_worker:
+    return build_worker(args)
+  if args.build_rounds:
+    return print(json.dumps(compare_builds(args)))
+  from glomo_jax.transfer.align import piece_multiple  # noqa: PLC0415
 
   predictor = load(args)
-  records = [r for _, r in zip(range(args.num), read_jsonl(args.data))]
-  texts = [plain_text(str(r[args.field])) for r in records]
-  tokenized = [tokenize_with_offsets(t) for t in texts]
-  words = [w for w, _ in tokenized]
-  spans = [np.asarray(s).reshape(-1, 2) for _, s in tokenized]
+  texts, words, spans = read_texts(args)
   lengths = np.array([min(len(s), args.max_words) for s in spans])
   order = np.argsort(lengths, kind="stable")
   config = predictor.config
   per = 2 * config.num_graph_layers * config.num_heads
   result = {"device": str(jax.devices()[0].device_kind), "model_dim": config.dim,
             "graphs_per_text": per, "examples": len(order),
-            "pad_multiple": args.pad_multiple, "max_words": args.max_words}
+            "pad_multiple": args.pad_multiple or piece_multiple(), "max_words": args.max_words}
   for name in ("cold", "warm"):      # cold: every shape compiles; warm: none does
     seconds, phases, shapes = one_pass(args, predictor, texts, spans, lengths, order)
     result[name] = {"seconds": round(seconds, 2),
@@ -94,6 +103,64 @@ def main():
   if args.top_k:
     result["caches"] = cache_sizes(args, predictor, texts, words, spans)
   print(json.dumps(result))
+
+
+def read_texts(args):
+  """(texts, words, word spans) of the first --num records, as the tasks read them."""
+  from glomo_jax.tasks.datasets import read_jsonl  # noqa: PLC0415
+  from glomo_jax.tasks.words import plain_text, tokenize_with_offsets  # noqa: PLC0415
+  records = [r for _, r in zip(range(args.num), read_jsonl(args.data))]
+  texts = [plain_text(str(r[args.field])) for r in records]
+  tokenized = [tokenize_with_offsets(t) for t in texts]
+  return (texts, [w for w, _ in tokenized],
+          [np.asarray(s).reshape(-1, 2) for _, s in tokenized])
+
+
+def build_worker(args) -> None:
+  """In a fresh process, with the package of checkout --build_worker: one
+  build to compile, one timed; prints its seconds and a checksum."""
+  import sys  # noqa: PLC0415
+  import tempfile  # noqa: PLC0415
+  sys.path.insert(0, os.path.abspath(args.build_worker))
+  import glomo_jax  # noqa: PLC0415
+  from glomo_jax.transfer.cache import cached_word_graphs  # noqa: PLC0415
+  predictor = load(args)
+  texts, words, spans = read_texts(args)
+  seconds = None
+  with tempfile.TemporaryDirectory() as root:
+    for name in ("compile", "timed"):
+      began = time.perf_counter()
+      cache = cached_word_graphs(os.path.join(root, name), predictor, words, args.max_words,
+                                 texts=texts, word_spans=spans, batch_size=args.batch)
+      seconds = time.perf_counter() - began
+    checksum = float(cache.get(range(len(words)))[0].sum(dtype=np.float64))
+  print(json.dumps({"seconds": round(seconds, 3), "checksum": checksum,
+                    "package": os.path.dirname(os.path.abspath(glomo_jax.__file__))}))
+
+
+def compare_builds(args) -> dict:
+  """Whole-build seconds, this checkout's and --baseline_repo's, in fresh
+  processes alternating (baseline first), --build_rounds each."""
+  import subprocess  # noqa: PLC0415
+  import sys  # noqa: PLC0415
+  if not args.baseline_repo:
+    raise SystemExit("--build_rounds needs --baseline_repo")
+  here = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+  argv = [a for a in sys.argv[1:] if not a.startswith(("--build_rounds", "--baseline_repo"))]
+  seconds, checksums = {"baseline": [], "this": []}, set()
+  for _ in range(args.build_rounds):
+    for name, repo in (("baseline", args.baseline_repo), ("this", here)):
+      out = subprocess.run([sys.executable, os.path.abspath(__file__), *argv,
+                            f"--build_worker={repo}"], capture_output=True, text=True,
+                           check=True).stdout
+      result = json.loads(out.strip().splitlines()[-1])
+      if result["package"] != os.path.join(os.path.abspath(repo), "glomo_jax"):
+        raise SystemExit(f"the {name} process imported {result['package']}, not {repo}'s")
+      seconds[name].append(result["seconds"])
+      checksums.add(result["checksum"])
+  return {"build_s": seconds, "checksums": sorted(checksums), "examples": args.num,
+          "baseline_over_this": round(
+              float(np.median(seconds["baseline"]) / np.median(seconds["this"])), 3)}
 
 
 def cache_sizes(args, predictor, texts, words, spans) -> list[dict]:
@@ -156,7 +223,7 @@ def one_pass(args, predictor, texts, spans, lengths, order, align=None):
     t = time.perf_counter()
     tokens, mask, unit, _ = encode_texts(predictor.tokenizer, [texts[i] for i in rows],
                                          [spans[i][:width] for i in rows], width,
-                                         pad_multiple=args.pad_multiple)
+                                         pad_multiple=args.pad_multiple or None)
     t, phases["encode"] = time.perf_counter(), phases["encode"] + time.perf_counter() - t
     shapes.add((tokens.shape[1], width))
     graphs = predictor.predict(predictor.variables, tokens, mask).block_until_ready()

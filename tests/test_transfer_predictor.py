@@ -144,6 +144,37 @@ def test_cache_float32_equals_on_the_fly_and_is_reused(predictor, tmp_path,
   assert again.path == cache.path
 
 
+def test_accelerator_batch_shapes_give_the_graphs_of_the_cpu_shapes(predictor, tmp_path,
+                                                                    monkeypatch):
+  """On an accelerator the build pads pieces and words to multiples of 128
+  (few shapes to compile); the graphs are those of a CPU's tight shapes."""
+  from glomo_jax.transfer import align  # noqa: PLC0415
+  assert align.piece_multiple("cpu") == 16
+  assert align.piece_multiple("gpu") == align.piece_multiple("tpu") == 128
+  assert [align.unit_width(n, 40, 32, "cpu") for n in (1, 32, 33, 41)] == [32, 32, 40, 40]
+  assert [align.unit_width(n, 400, 32, "gpu") for n in (3, 130, 401)] == [128, 256, 400]
+  shapes = []
+  predict = predictor.predict
+
+  def recording(variables, tokens, mask=None):
+    shapes.append(tokens.shape)
+    return predict(variables, tokens, mask)
+  monkeypatch.setattr(predictor, "predict", recording)
+  cpu = cached_word_graphs(str(tmp_path / "cpu"), predictor, DATASET, 40, dtype="float32",
+                           batch_size=3)
+  cpu_shapes, shapes[:] = set(shapes), []
+  on_cpu = align.piece_multiple
+  monkeypatch.setattr(align, "piece_multiple", lambda backend=None: on_cpu("gpu"))
+  monkeypatch.setattr(cache_lib, "unit_width", functools.partial(align.unit_width,
+                                                                 backend="gpu"))
+  accelerator = cached_word_graphs(str(tmp_path / "gpu"), predictor, DATASET, 40,
+                                   dtype="float32", batch_size=3)
+  assert len(cpu_shapes) > 1 and all(p % 16 == 0 for _, p in cpu_shapes)
+  assert set(shapes) == {(3, 128)}
+  np.testing.assert_allclose(accelerator.get(range(len(DATASET)))[0],
+                             cpu.get(range(len(DATASET)))[0], rtol=1e-6, atol=1e-7)
+
+
 def test_cache_float16_within_half_precision(predictor, tmp_path, monkeypatch, caplog):
   monkeypatch.setattr(cache_lib, "_build",
                       functools.partial(cache_lib._build, progress_every_s=0))
@@ -160,6 +191,7 @@ def test_cache_float16_within_half_precision(predictor, tmp_path, monkeypatch, c
   stored, _ = cache.get(range(4), dtype="float16")               # as stored, not converted
   assert stored.dtype == np.float16
   np.testing.assert_array_equal(stored.astype(np.float32), got)
+  np.testing.assert_array_equal(stored, fly.astype(np.float16))  # rounded on the device
 
 
 def test_stale_caches_are_never_reused(predictor, tmp_path):

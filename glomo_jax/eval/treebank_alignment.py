@@ -26,8 +26,7 @@ import numpy as np
 from glomo_jax.eval.conllu import Sentence
 from glomo_jax.eval.syntax import SyntaxScores, offset_graph, uniform_graph
 from glomo_jax.export.predictor import ExportedGraphPredictor
-from glomo_jax.io import round_up
-from glomo_jax.transfer.align import encode_texts, unit_graphs
+from glomo_jax.transfer.align import encode_texts, unit_graphs, unit_width
 
 DIRECTIONS = ("fw", "bw")
 
@@ -110,7 +109,7 @@ def score_treebank(sentences: Sequence[Sentence],
   kept.sort(key=len)
   for start in range(0, len(kept), batch_size):
     batch = kept[start:start + batch_size]
-    width = round_up(max(len(s) for s in batch), 16)
+    width = unit_width(max(len(s) for s in batch), max_words, 16)
     encoded = encode_texts(tokenizer, [s.text for s in batch], [s.spans for s in batch],
                            width)
     outputs = {prefix: unit_graphs(p, encoded, width, rows=rows)[0]

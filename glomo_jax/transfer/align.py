@@ -36,6 +36,12 @@ earlier positions, so it runs at any length, including sequences longer than
 its pretraining windows; by default no piece is cut (memory grows as P²).
 Pass ``max_pieces`` to bound it: words whose pieces are all cut keep their
 place but have zero rows and columns.
+
+Batch shapes: every new (pieces, units) shape of a batch compiles the
+predictor and the alignment again. `piece_multiple` and `unit_width` keep
+shapes tight on a CPU, where a compile takes seconds and the work grows with
+the padding, and few on an accelerator, where padding costs little and XLA
+compiles far longer (a small training step: 39–267 s on an H100).
 """
 from __future__ import annotations
 
@@ -156,11 +162,39 @@ def _end_pieces(unit, num_units: int) -> tuple[jax.Array, jax.Array]:
   return inside & (position == first[own]), inside & (position == last[own])
 
 
+# IMDB's 8,000 training reviews at 128 words come in 15 (P, W) shapes at the
+# CPU multiples and 3 at the accelerator ones. On an H100 a cold cache build
+# of 384 reviews in 2 shapes took 40.7 s, 38 s of it in the predictor and the
+# alignment, compiles included (benchmarks/RESULTS.md).
+CPU_PIECE_MULTIPLE, ACCELERATOR_MULTIPLE = 16, 128
+
+
+def piece_multiple(backend: str | None = None) -> int:
+  """The multiple the piece axis of a predictor batch is padded to: 16 on
+  a CPU, 128 on an accelerator (module docstring, batch shapes).
+
+  backend: 'cpu', 'gpu', 'tpu', ... (None: `jax.default_backend()`).
+  """
+  backend = backend or jax.default_backend()
+  return CPU_PIECE_MULTIPLE if backend == "cpu" else ACCELERATOR_MULTIPLE
+
+
+def unit_width(longest: int, max_units: int, multiple: int = 32,
+               backend: str | None = None) -> int:
+  """The unit axis W of a predictor batch whose longest example has
+  `longest` units: that length rounded up to `multiple` on a CPU, to 128 on
+  an accelerator, and at most `max_units`."""
+  backend = backend or jax.default_backend()
+  if backend != "cpu":
+    multiple = max(multiple, ACCELERATOR_MULTIPLE)
+  return min(max_units, round_up(max(1, int(longest)), multiple))
+
+
 _align_jit = jax.jit(align_graphs, static_argnames=("num_units", "self_loops", "rows"))
 
 
 def encode_word_lists(tokenizer, word_lists: Sequence[Sequence[str]], max_words: int,
-                      *, max_pieces: int | None = None, pad_multiple: int = 16
+                      *, max_pieces: int | None = None, pad_multiple: int | None = None
                       ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
   """Pieces of a batch of word lists, padded.
 
@@ -171,7 +205,8 @@ def encode_word_lists(tokenizer, word_lists: Sequence[Sequence[str]], max_words:
     max_words: W.
     max_pieces: cut each example to this many pieces (None: no limit).
     pad_multiple: the piece length P is the longest example's, rounded up to a
-      multiple of this (fewer distinct shapes to compile).
+      multiple of this (fewer distinct shapes to compile); None:
+      `piece_multiple()` of the default backend.
 
   Returns:
     tokens int32 [B, P] (pad id after the pieces), piece_mask bool [B, P],
@@ -216,7 +251,7 @@ def unit_of_piece_from_spans(text: str, piece_spans, unit_spans) -> np.ndarray:
 
 
 def encode_texts(tokenizer, texts: Sequence[str], unit_spans: Sequence, max_units: int,
-                 *, max_pieces: int | None = None, pad_multiple: int = 16
+                 *, max_pieces: int | None = None, pad_multiple: int | None = None
                  ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
   """Pieces of a batch of raw texts, each piece assigned to a unit by characters.
 
@@ -249,7 +284,7 @@ def encode_texts(tokenizer, texts: Sequence[str], unit_spans: Sequence, max_unit
 
 
 def _pad_batch(encoded, pad_id: int, max_units: int, max_pieces: int | None,
-               pad_multiple: int):
+               pad_multiple: int | None):
   """[(ids [P_b], unit_of_piece [P_b], num_units)] -> padded arrays (see
   `encode_word_lists`)."""
   if max_units < 1:
@@ -260,7 +295,7 @@ def _pad_batch(encoded, pad_id: int, max_units: int, max_pieces: int | None,
     raise ValueError("word_graphs needs at least one example")
   cut = [len(ids) if max_pieces is None else min(len(ids), max_pieces)
          for ids, _, _ in encoded]
-  length = round_up(max(1, max(cut)), pad_multiple)
+  length = round_up(max(1, max(cut)), pad_multiple or piece_multiple())
   batch = len(encoded)
   tokens = np.full((batch, length), pad_id, np.int32)
   piece_mask = np.zeros((batch, length), bool)
@@ -276,7 +311,7 @@ def _pad_batch(encoded, pad_id: int, max_units: int, max_pieces: int | None,
 
 def word_graphs(predictor, tokenizer, word_lists: Sequence[Sequence[str]],
                 max_words: int, *, max_pieces: int | None = None,
-                self_loops: bool = False, pad_multiple: int = 16, rows: str = "mean"
+                self_loops: bool = False, pad_multiple: int | None = None, rows: str = "mean"
                 ) -> tuple[np.ndarray, np.ndarray]:
   """Word-level graphs of a batch of word lists from an exported predictor.
 
@@ -301,7 +336,7 @@ def word_graphs(predictor, tokenizer, word_lists: Sequence[Sequence[str]],
     columns of padding words are 0), and mask bool [B, W] (True for the
     example's first min(len, W) words).
   """
-  tokenizer = _checked_tokenizer(predictor, tokenizer)
+  tokenizer = checked_tokenizer(predictor, tokenizer)
   arrays = encode_word_lists(tokenizer, word_lists, max_words, max_pieces=max_pieces,
                              pad_multiple=pad_multiple)
   return unit_graphs(predictor, arrays, max_words, self_loops, rows)
@@ -309,7 +344,7 @@ def word_graphs(predictor, tokenizer, word_lists: Sequence[Sequence[str]],
 
 def text_graphs(predictor, tokenizer, texts: Sequence[str], unit_spans: Sequence,
                 max_units: int, *, max_pieces: int | None = None,
-                self_loops: bool = False, pad_multiple: int = 16, rows: str = "mean"
+                self_loops: bool = False, pad_multiple: int | None = None, rows: str = "mean"
                 ) -> tuple[np.ndarray, np.ndarray]:
   """Unit-level graphs of raw texts: `word_graphs`, but the predictor reads
   each text as written and its pieces go to units by characters
@@ -320,13 +355,15 @@ def text_graphs(predictor, tokenizer, texts: Sequence[str], unit_spans: Sequence
     and mask bool [B, W], as `word_graphs`; units without pieces have zero
     rows and columns.
   """
-  tokenizer = _checked_tokenizer(predictor, tokenizer)
+  tokenizer = checked_tokenizer(predictor, tokenizer)
   arrays = encode_texts(tokenizer, texts, unit_spans, max_units, max_pieces=max_pieces,
                         pad_multiple=pad_multiple)
   return unit_graphs(predictor, arrays, max_units, self_loops, rows)
 
 
-def _checked_tokenizer(predictor, tokenizer):
+def checked_tokenizer(predictor, tokenizer):
+  """`tokenizer`, or the predictor's when None; ValueError when there is none
+  or when it is not the tokenizer the predictor was exported with."""
   if tokenizer is None:
     tokenizer = getattr(predictor, "tokenizer", None)
   if tokenizer is None:
@@ -353,8 +390,16 @@ def unit_graphs(predictor, arrays, num_units: int, self_loops: bool = False,
   Returns:
     (graphs float32 numpy [B, 2L, K, W, W], unit_mask bool [B, W]).
   """
-  tokens, piece_mask, unit, unit_mask = arrays
+  units = device_unit_graphs(predictor, arrays, num_units, self_loops, rows)
+  return np.asarray(jax.device_get(units), dtype=np.float32), arrays[3]
+
+
+def device_unit_graphs(predictor, arrays, num_units: int, self_loops: bool = False,
+                       rows: str = "mean", dtype=None) -> jax.Array:
+  """`unit_graphs` left on the device, dispatched and not waited for (the
+  caller can prepare the next batch meanwhile), in `dtype` (None: float32)."""
+  tokens, piece_mask, unit, _ = arrays
   graphs = predictor.predict(predictor.variables, tokens, piece_mask)
   units = _align_jit(graphs, jnp.asarray(unit), num_units=num_units, self_loops=self_loops,
                      rows=rows)
-  return np.asarray(jax.device_get(units), dtype=np.float32), unit_mask
+  return units if dtype is None else units.astype(dtype)

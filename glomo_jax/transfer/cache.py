@@ -53,6 +53,7 @@ from __future__ import annotations
 
 import datetime
 import hashlib
+import itertools
 import json
 import logging
 import os
@@ -62,10 +63,11 @@ import time
 import uuid
 from typing import Sequence
 
+import jax
 import numpy as np
 
-from glomo_jax.io import round_up
-from glomo_jax.transfer.align import text_graphs, word_graphs
+from glomo_jax.transfer.align import (checked_tokenizer, device_unit_graphs, encode_texts,
+                                      encode_word_lists, unit_width)
 from glomo_jax.transfer.sparse_rows import pack_rows, unpack_rows
 
 logger = logging.getLogger(__name__)
@@ -300,9 +302,10 @@ def cached_word_graphs(root: str, predictor, word_lists: Sequence[Sequence[str]]
 
 
 def batch_width(lengths, max_words: int) -> int:
-  """The word axis W of one build batch: its longest example, rounded up to
-  a multiple of 32 (few shapes to compile), at most max_words."""
-  return min(max_words, round_up(max(1, int(np.max(lengths))), 32))
+  """The word axis W of one build batch (`align.unit_width`): its longest
+  example rounded up to a multiple of 32 on a CPU, of 128 on an accelerator
+  (few shapes to compile), at most max_words."""
+  return unit_width(int(np.max(lengths)), max_words, 32)
 
 
 def _build(path, request, predictor, tokenizer, word_lists, batch_size, texts=None,
@@ -321,32 +324,40 @@ def _build(path, request, predictor, tokenizer, word_lists, batch_size, texts=No
     store = (_DenseStore(tmp, lengths, per, request["dtype"]) if k is None else
              _SparseStore(tmp, lengths, per, request["dtype"], k, max_words))
     # shortest texts first: batches of similar length pad little and compile
-    # few shapes (the word axis is each batch's longest text, a multiple of
-    # 32: the alignment costs O(words · pieces²) per graph)
+    # few shapes (`batch_width`; the alignment costs O(words · pieces²) a graph)
     order = np.argsort(lengths, kind="stable")
+    tokenizer = checked_tokenizer(predictor, tokenizer)
+
+    def dispatched():          # (rows, their graphs on the device, not waited for)
+      for start in range(0, len(word_lists), batch_size):
+        rows = order[start:start + batch_size]
+        width = batch_width(lengths[rows], max_words)
+        cut = dict(max_pieces=request["max_pieces"])
+        arrays = (encode_word_lists(tokenizer, [word_lists[i][:width] for i in rows], width, **cut)
+                  if texts is None else
+                  encode_texts(tokenizer, [texts[i] for i in rows],
+                               [np.asarray(word_spans[i])[:width] for i in rows], width, **cut))
+        yield rows, device_unit_graphs(predictor, arrays, width, request["self_loops"],
+                                       dtype=store.fetch_dtype)
+
+    # the host stores a batch while the device computes the next one
     began = last = time.perf_counter()
-    for start in range(0, len(word_lists), batch_size):
-      if time.perf_counter() - last >= progress_every_s and start:
-        last = time.perf_counter()
-        rate = start / (last - began)
-        logger.info("graph cache: %d/%d examples, %.1f examples/s", start, len(word_lists),
-                    rate)
-      rows = order[start:start + batch_size]
-      width = batch_width(lengths[rows], max_words)
-      options = dict(max_pieces=request["max_pieces"], self_loops=request["self_loops"])
-      if texts is None:
-        graphs, _ = word_graphs(predictor, tokenizer,
-                                [list(word_lists[i])[:width] for i in rows], width, **options)
-      else:
-        graphs, _ = text_graphs(predictor, tokenizer, [texts[i] for i in rows],
-                                [np.asarray(word_spans[i])[:width] for i in rows], width,
-                                **options)
-      for row, i in enumerate(rows):
-        n = int(lengths[i])
-        block = graphs[row, ..., :n, :n]
-        if np.count_nonzero(graphs[row]) != np.count_nonzero(block):
-          raise RuntimeError("word_graphs put weight outside the example's words")
-        store.put(i, block)
+    done, previous = 0, None
+    for current in itertools.chain(dispatched(), [None]):
+      if previous is not None:
+        rows, graphs = previous
+        graphs = np.asarray(jax.device_get(graphs))
+        for row, i in enumerate(rows):
+          n = int(lengths[i])
+          if graphs[row, ..., n:, :].any() or graphs[row, ..., :n, n:].any():
+            raise RuntimeError("word_graphs put weight outside the example's words")
+          store.put(i, graphs[row, ..., :n, :n])
+        done += len(rows)
+        if time.perf_counter() - last >= progress_every_s and done < len(word_lists):
+          last = time.perf_counter()
+          logger.info("graph cache: %d/%d examples, %.1f examples/s", done, len(word_lists),
+                      done / (last - began))
+      previous = current
     offsets, extra = store.finish()
     np.save(os.path.join(tmp, LENGTHS), lengths)
     np.save(os.path.join(tmp, OFFSETS), offsets)
@@ -368,15 +379,18 @@ def _build(path, request, predictor, tokenizer, word_lists, batch_size, texts=No
 
 
 class _DenseStore:
-  """Writes each example's [2L, K, n, n] block at its place in graphs.npy."""
+  """Writes each example's [2L, K, n, n] block at its place in graphs.npy.
+  The graphs leave the device in the stored dtype (`fetch_dtype`): the
+  device rounds float32 to float16 as numpy would, and half the bytes move."""
 
   def __init__(self, directory, lengths, per, dtype):
+    self.fetch_dtype = dtype
     self.offsets = np.concatenate([[0], np.cumsum(per * lengths.astype(np.int64) ** 2)])
     self.values = np.lib.format.open_memmap(os.path.join(directory, GRAPHS), mode="w+",
                                             dtype=dtype, shape=(int(self.offsets[-1]),))
 
   def put(self, i, block):
-    self.values[self.offsets[i]:self.offsets[i + 1]] = block.reshape(-1)
+    self.values[self.offsets[i]:self.offsets[i + 1]].reshape(block.shape)[...] = block
 
   def finish(self) -> tuple[np.ndarray, dict]:
     self.values.flush()
@@ -389,6 +403,8 @@ class _SparseStore:
   and their sizes are known only once packed, so kept sources and weights
   are appended to scratch files, then copied into graphs.npy and
   indices.npy in example order."""
+
+  fetch_dtype = "float32"            # `pack_rows` ranks and rounds float32 weights
 
   def __init__(self, directory, lengths, per, dtype, k, max_words):
     self.directory, self.dtype, self.k = directory, dtype, k
