@@ -1,7 +1,7 @@
 r"""The paper-sized pipeline on one accelerator host, in resumable stages.
 
   python -m experiments.accelerator_pipeline --data=../shared/data \
-      --workdir=runs/accelerator --out=OUT [--budget_minutes=9] [--pretrain_minutes=12]
+      --workdir=runs/accelerator --out=OUT [--budget_minutes=9] [--pretrain_minutes=4]
 
 Stages, in order (each is skipped once done; `--stages` picks some):
 
@@ -16,9 +16,18 @@ Stages, in order (each is skipped once done; `--stages` picks some):
              English EWT dev trees, a drawing of one sentence's graphs
   imdb, mnli baseline / uniform / GLoMo (embeddings) × seeds at the CPU-scale
              task settings of experiments/RESULTS.md (the same runs, another
-             predictor): one run builds the graph cache, then the grid (on
-             an H100 the paper's predictor built IMDB's at 3.7–5.3 reviews/s,
-             about 25 min: benchmarks/RESULTS.md)
+             predictor, all at once: `--parallel`): one run builds the graph
+             cache, then the grid
+
+The defaults aim at a session of 15 minutes of accelerator time in all:
+pretraining gets 4 of them, the other stages the rest. The short stages
+(graph caches, analysis, transfer runs) compile many programs and run each
+briefly, so on a GPU they compile without Triton GEMM fusions
+(`tuning.SHORT_GPU_RUN_XLA_FLAGS`), and their batches come in few shapes:
+predictor batches at the accelerator multiples of `glomo_jax.transfer.align`,
+task batches padded to max_words. (The 2026-11-25 run on an H100 had none of
+this: it built the IMDB graph cache at 3.7–5.3 reviews/s, benchmarks/RESULTS.md.
+The stages after pretraining have not been timed on a GPU since.)
 
 An invocation stops at `--budget_minutes`: the running stage gets SIGTERM
 (pretraining and every transfer run save a checkpoint on it) and the next
@@ -58,12 +67,12 @@ _WIKI_PARTS = flags.DEFINE_string("wiki_parts", "1-8",
                                   "wiki_text parts to read, as a glob character class.")
 _BUDGET = flags.DEFINE_float("budget_minutes", 9.0,
                              "This invocation's time: running work gets SIGTERM then.")
-_PRETRAIN_MINUTES = flags.DEFINE_float("pretrain_minutes", 12.0,
+_PRETRAIN_MINUTES = flags.DEFINE_float("pretrain_minutes", 4.0,
                                        "Pretraining wall time over all invocations.")
 _SEEDS = flags.DEFINE_list("seeds", ["0", "1", "2"], "Seeds of every transfer variant.")
 _VARIANTS = flags.DEFINE_list("variants", ["baseline", "uniform", "embeddings"],
                               "Transfer variants.")
-_PARALLEL = flags.DEFINE_integer("parallel", 3, "Transfer runs at once (one accelerator).")
+_PARALLEL = flags.DEFINE_integer("parallel", 9, "Transfer runs at once (one accelerator).")
 _GRACE = 60.0    # seconds between SIGTERM and SIGKILL
 flags.mark_flags_as_required(["data", "workdir"])
 
@@ -105,6 +114,13 @@ class Pipeline:
 
   def path(self, *parts: str) -> str:
     return os.path.join(self.data, *parts)
+
+  @staticmethod
+  def short_run_env(**env: str) -> dict:
+    """The environment of a short stage (module docstring): `env` and
+    XLA_FLAGS with `tuning.SHORT_GPU_RUN_XLA_FLAGS` added."""
+    from glomo_jax.tuning import SHORT_GPU_RUN_XLA_FLAGS, with_xla_flags  # noqa: PLC0415
+    return dict(env, XLA_FLAGS=with_xla_flags(SHORT_GPU_RUN_XLA_FLAGS))
 
   def config(self, config: str) -> str:
     return f"experiments/configs/{config}.py" + (f":{self.preset}" if self.preset else "")
@@ -209,7 +225,8 @@ class Pipeline:
       target = os.path.join(out, f"{name}.md")
       if os.path.exists(target):
         continue
-      status, _ = self.run(name, [sys.executable] + args, stdout=target + ".tmp")
+      status, _ = self.run(name, [sys.executable] + args, stdout=target + ".tmp",
+                           env=self.short_run_env())
       if status is None:
         return False
       os.replace(target + ".tmp", target)
@@ -220,8 +237,9 @@ class Pipeline:
                           os.path.join(self.workdir, f"{task}_graph_cache"),
                           tiny=self.preset == "tiny")
     config = self.config(task)
-    env = {"XLA_PYTHON_CLIENT_PREALLOCATE": "false",
-           "JAX_COMPILATION_CACHE_DIR": os.path.join(self.workdir, f"{task}_compile_cache")}
+    env = self.short_run_env(
+        XLA_PYTHON_CLIENT_PREALLOCATE="false",
+        JAX_COMPILATION_CACHE_DIR=os.path.join(self.workdir, f"{task}_compile_cache"))
     root = os.path.join(self.workdir, "grid", task)
     build = os.path.join(self.workdir, "grid", f"{task}_cache_build")
     if "embeddings" in variants and not os.path.exists(os.path.join(build, "results.json")):
@@ -238,12 +256,17 @@ class Pipeline:
     return status == 0
 
 
-# The CPU-scale task settings of experiments/RESULTS.md (run_transfer_experiments.sh).
+# The CPU-scale task settings of experiments/RESULTS.md (run_transfer_experiments.sh),
+# but every batch padded to max_words (one step shape to compile). The CPU grids
+# pad to multiples of 32: the model is the same, the dropout draws and the
+# summation order differ.
 GRID_TRAINING = {
-    "imdb": ["--config.optim.epochs=2", "--config.optim.eval_every=125",
-             "--config.optim.patience=100"],
-    "mnli": ["--config.model.hidden=100", "--config.optim.epochs=2",
-             "--config.optim.eval_every=127", "--config.optim.patience=100"]}
+    "imdb": ["--config.max_words=128", "--config.length_multiple=128",
+             "--config.max_train_examples=8000", "--config.optim.epochs=2",
+             "--config.optim.eval_every=125", "--config.optim.patience=100"],
+    "mnli": ["--config.length_multiple=64", "--config.model.hidden=100",
+             "--config.optim.epochs=2", "--config.optim.eval_every=127",
+             "--config.optim.patience=100"]}
 
 
 def task_arguments(task: str, data: str, export: str, cache: str, tiny: bool = False
@@ -256,11 +279,8 @@ def task_arguments(task: str, data: str, export: str, cache: str, tiny: bool = F
           f"--config.graph_cache_dir={cache}"]
   if tiny:
     return args
-  args += [f"--config.glove_path={os.path.join(data, 'glove', 'glove.6B.100d.top2604.txt.gz')}",
-           "--config.length_multiple=32"] + GRID_TRAINING[task]
-  if task == "imdb":
-    args += ["--config.max_words=128", "--config.max_train_examples=8000"]
-  return args
+  glove = os.path.join(data, "glove", "glove.6B.100d.top2604.txt.gz")
+  return args + [f"--config.glove_path={glove}"] + GRID_TRAINING[task]
 
 
 def train_tokenizer(config_spec: str, pattern: str, target: str) -> None:

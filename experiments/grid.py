@@ -43,10 +43,10 @@ def run_command(config: str, variant: str, seed: str, workdir: str,
 
 def _pinned_env(core: int | None) -> dict:
   """The environment of a run; pinned runs get one XLA (Eigen) thread."""
-  from glomo_jax.tuning import ONE_CORE_XLA_FLAGS  # noqa: PLC0415
+  from glomo_jax.tuning import ONE_CORE_XLA_FLAGS, with_xla_flags  # noqa: PLC0415
   env = dict(os.environ)
   if core is not None:
-    env["XLA_FLAGS"] = (env.get("XLA_FLAGS", "") + " " + ONE_CORE_XLA_FLAGS).strip()
+    env["XLA_FLAGS"] = with_xla_flags(ONE_CORE_XLA_FLAGS, env)
   return env
 
 

@@ -95,3 +95,28 @@ def test_work_running_at_the_deadline_gets_sigterm_then_sigkill(tmp_path):
   assert "broken failed (exit 3" in out["broken"]
 
 
+
+
+SETTINGS = r"""
+import json, os
+os.environ["XLA_FLAGS"] = "--xla_force_host_platform_device_count=8"
+from experiments import accelerator_pipeline as ap
+from experiments.configs import imdb, mnli
+print(json.dumps({"env": ap.Pipeline.short_run_env(A="1"),
+                  "args": {t: ap.task_arguments(t, "D", "E", "C") for t in ("imdb", "mnli")},
+                  "max_words": {"imdb": imdb.get_config().max_words,
+                                "mnli": mnli.get_config().max_words}}))
+"""
+
+
+def test_short_stages_compile_without_triton_gemms_and_one_task_shape():
+  done = subprocess.run([sys.executable, "-c", SETTINGS], cwd=REPO, capture_output=True,
+                        text=True, timeout=120)
+  assert done.returncode == 0, done.stderr[-3000:]
+  out = json.loads(done.stdout.strip().splitlines()[-1])
+  assert out["env"] == {"A": "1", "XLA_FLAGS": "--xla_force_host_platform_device_count=8 "
+                                               "--xla_gpu_enable_triton_gemm=false"}
+  for task, args in out["args"].items():
+    options = dict(a.split("=", 1) for a in args)
+    words = int(options.get("--config.max_words", out["max_words"][task]))
+    assert int(options["--config.length_multiple"]) == words == {"imdb": 128, "mnli": 64}[task]
