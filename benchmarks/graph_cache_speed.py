@@ -27,6 +27,7 @@ alternating, N each: a process builds once to compile, then once timed.
 from __future__ import annotations
 
 import argparse
+import hashlib
 import importlib.util
 import json
 import os
@@ -118,7 +119,8 @@ def read_texts(args):
 
 def build_worker(args) -> None:
   """In a fresh process, with the package of checkout --build_worker: one
-  build to compile, one timed; prints its seconds and a checksum."""
+  build to compile, one timed; prints its seconds and the sha256 of the
+  cache's files (graphs, offsets, lengths)."""
   import sys  # noqa: PLC0415
   import tempfile  # noqa: PLC0415
   sys.path.insert(0, os.path.abspath(args.build_worker))
@@ -133,8 +135,11 @@ def build_worker(args) -> None:
       cache = cached_word_graphs(os.path.join(root, name), predictor, words, args.max_words,
                                  texts=texts, word_spans=spans, batch_size=args.batch)
       seconds = time.perf_counter() - began
-    checksum = float(cache.get(range(len(words)))[0].sum(dtype=np.float64))
-  print(json.dumps({"seconds": round(seconds, 3), "checksum": checksum,
+    digest = hashlib.sha256()
+    for name in ("graphs.npy", "offsets.npy", "lengths.npy"):
+      with open(os.path.join(cache.path, name), "rb") as f:
+        digest.update(f.read())
+  print(json.dumps({"seconds": round(seconds, 3), "sha256": digest.hexdigest(),
                     "package": os.path.dirname(os.path.abspath(glomo_jax.__file__))}))
 
 
@@ -147,7 +152,7 @@ def compare_builds(args) -> dict:
     raise SystemExit("--build_rounds needs --baseline_repo")
   here = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
   argv = [a for a in sys.argv[1:] if not a.startswith(("--build_rounds", "--baseline_repo"))]
-  seconds, checksums = {"baseline": [], "this": []}, set()
+  seconds, digests = {"baseline": [], "this": []}, set()
   for _ in range(args.build_rounds):
     for name, repo in (("baseline", args.baseline_repo), ("this", here)):
       out = subprocess.run([sys.executable, os.path.abspath(__file__), *argv,
@@ -157,8 +162,8 @@ def compare_builds(args) -> dict:
       if result["package"] != os.path.join(os.path.abspath(repo), "glomo_jax"):
         raise SystemExit(f"the {name} process imported {result['package']}, not {repo}'s")
       seconds[name].append(result["seconds"])
-      checksums.add(result["checksum"])
-  return {"build_s": seconds, "checksums": sorted(checksums), "examples": args.num,
+      digests.add(result["sha256"])
+  return {"build_s": seconds, "same_files": len(digests) == 1, "examples": args.num,
           "baseline_over_this": round(
               float(np.median(seconds["baseline"]) / np.median(seconds["this"])), 3)}
 

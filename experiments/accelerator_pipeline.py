@@ -136,7 +136,9 @@ class Pipeline:
     print(f"[{time.strftime('%H:%M:%S')}] {name}: " + " ".join(shlex.quote(c) for c in cmd),
           flush=True)
     with open(log, "a", encoding="utf-8") as out:
-      out.write(f"\n=== {time.strftime('%Y-%m-%d %H:%M:%S')} {' '.join(cmd)}\n")
+      extra = " ".join(f"{k}={shlex.quote(v)}" for k, v in (env or {}).items())
+      out.write(f"\n=== {time.strftime('%Y-%m-%d %H:%M:%S')} {' '.join(cmd)}"
+                + (f"  [env {extra}]" if extra else "") + "\n")
       out.flush()
       sink = open(stdout, "w", encoding="utf-8") if stdout else out
       proc = subprocess.Popen(cmd, stdout=sink, stderr=subprocess.STDOUT if sink is out else out,

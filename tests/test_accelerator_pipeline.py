@@ -41,6 +41,9 @@ def test_stages_resume_across_invocations_and_report(tmp_path):
   assert _runs(work, "tokenizer") == 1 and _runs(work, "pretrain") == 1   # not rerun
   assert "stages left" not in stdout and "all stages done" in stdout
   assert os.path.exists(work / "grid" / "imdb" / "embeddings_s0" / "results.json")
+  for short in ("graph_stats", "syntax_alignment", "plot_graphs", "imdb_cache", "imdb_grid"):
+    with open(work / "logs" / f"{short}.txt", encoding="utf-8") as f:
+      assert "--xla_gpu_enable_triton_gemm=false" in f.read().splitlines()[1], short
   report = (out / "report.md").read_text()
   assert "| 0 | " in report and "## syntax_alignment" in report and "## graph_stats" in report
   assert "| embeddings | 0 |" in report

@@ -154,23 +154,23 @@ def test_accelerator_batch_shapes_give_the_graphs_of_the_cpu_shapes(predictor, t
   assert [align.unit_width(n, 40, 32, "cpu") for n in (1, 32, 33, 41)] == [32, 32, 40, 40]
   assert [align.unit_width(n, 400, 32, "gpu") for n in (3, 130, 401)] == [128, 256, 400]
   shapes = []
-  predict = predictor.predict
+  dispatch = cache_lib.device_unit_graphs
 
-  def recording(variables, tokens, mask=None):
-    shapes.append(tokens.shape)
-    return predict(variables, tokens, mask)
-  monkeypatch.setattr(predictor, "predict", recording)
-  cpu = cached_word_graphs(str(tmp_path / "cpu"), predictor, DATASET, 40, dtype="float32",
+  def recording(predictor, arrays, num_units, *args, **kwargs):
+    shapes.append((len(arrays[0]), arrays[0].shape[1], num_units))      # (B, P, W)
+    return dispatch(predictor, arrays, num_units, *args, **kwargs)
+  monkeypatch.setattr(cache_lib, "device_unit_graphs", recording)
+  cpu = cached_word_graphs(str(tmp_path / "cpu"), predictor, DATASET, 200, dtype="float32",
                            batch_size=3)
   cpu_shapes, shapes[:] = set(shapes), []
   on_cpu = align.piece_multiple
   monkeypatch.setattr(align, "piece_multiple", lambda backend=None: on_cpu("gpu"))
   monkeypatch.setattr(cache_lib, "unit_width", functools.partial(align.unit_width,
                                                                  backend="gpu"))
-  accelerator = cached_word_graphs(str(tmp_path / "gpu"), predictor, DATASET, 40,
+  accelerator = cached_word_graphs(str(tmp_path / "gpu"), predictor, DATASET, 200,
                                    dtype="float32", batch_size=3)
-  assert len(cpu_shapes) > 1 and all(p % 16 == 0 for _, p in cpu_shapes)
-  assert set(shapes) == {(3, 128)}
+  assert len(cpu_shapes) > 1 and all(p % 16 == 0 and w == 32 for _, p, w in cpu_shapes)
+  assert set(shapes) == {(3, 128, 128)}
   np.testing.assert_allclose(accelerator.get(range(len(DATASET)))[0],
                              cpu.get(range(len(DATASET)))[0], rtol=1e-6, atol=1e-7)
 
@@ -180,7 +180,7 @@ def test_cache_float16_within_half_precision(predictor, tmp_path, monkeypatch, c
                       functools.partial(cache_lib._build, progress_every_s=0))
   with caplog.at_level("INFO", logger=cache_lib.__name__):
     cache = cached_word_graphs(str(tmp_path), predictor, DATASET, W, batch_size=4)
-  batches = -(-len(DATASET) // 4)  # a progress line before every batch after the first
+  batches = -(-len(DATASET) // 4)  # a progress line after every batch but the last
   progress = [r.getMessage() for r in caplog.records if "examples/s" in r.getMessage()]
   assert len(progress) == batches - 1 and f"4/{len(DATASET)} examples" in progress[0]
   assert cache.meta["dtype"] == "float16"

@@ -162,8 +162,9 @@ def _end_pieces(unit, num_units: int) -> tuple[jax.Array, jax.Array]:
   return inside & (position == first[own]), inside & (position == last[own])
 
 
-# IMDB's 8,000 training reviews at 128 words come in 15 (P, W) shapes at the
-# CPU multiples and 3 at the accelerator ones. On an H100 a cold cache build
+# The IMDB grid's 8,000 training reviews at 128 words, read by an 8k-piece
+# tokenizer, come in 15 (P, W) shapes at the CPU multiples and 3 at the
+# accelerator ones. On an H100 a cold cache build
 # of 384 reviews in 2 shapes took 40.7 s, 38 s of it in the predictor and the
 # alignment, compiles included (benchmarks/RESULTS.md).
 CPU_PIECE_MULTIPLE, ACCELERATOR_MULTIPLE = 16, 128
@@ -203,7 +204,8 @@ def encode_word_lists(tokenizer, word_lists: Sequence[Sequence[str]], max_words:
     word_lists: B lists of words (no whitespace inside a word); words beyond
       `max_words` are dropped.
     max_words: W.
-    max_pieces: cut each example to this many pieces (None: no limit).
+    max_pieces: cut each example to this many pieces (None: no limit); the
+      padded axis P can exceed it by less than the pad multiple.
     pad_multiple: the piece length P is the longest example's, rounded up to a
       multiple of this (fewer distinct shapes to compile); None:
       `piece_multiple()` of the default backend.

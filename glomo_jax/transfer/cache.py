@@ -380,11 +380,11 @@ def _build(path, request, predictor, tokenizer, word_lists, batch_size, texts=No
 
 class _DenseStore:
   """Writes each example's [2L, K, n, n] block at its place in graphs.npy.
-  The graphs leave the device in the stored dtype (`fetch_dtype`): the
-  device rounds float32 to float16 as numpy would, and half the bytes move."""
+  Graphs leave a CPU or GPU in the stored dtype (float16 rounded as numpy
+  rounds, half the bytes); a TPU, which may flush its subnormals, sends float32."""
 
   def __init__(self, directory, lengths, per, dtype):
-    self.fetch_dtype = dtype
+    self.fetch_dtype = dtype if jax.default_backend() in ("cpu", "gpu") else "float32"
     self.offsets = np.concatenate([[0], np.cumsum(per * lengths.astype(np.int64) ** 2)])
     self.values = np.lib.format.open_memmap(os.path.join(directory, GRAPHS), mode="w+",
                                             dtype=dtype, shape=(int(self.offsets[-1]),))
