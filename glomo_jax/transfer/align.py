@@ -164,9 +164,9 @@ def _end_pieces(unit, num_units: int) -> tuple[jax.Array, jax.Array]:
 
 # The IMDB grid's 8,000 training reviews at 128 words, read by an 8k-piece
 # tokenizer, come in 15 (P, W) shapes at the CPU multiples and 3 at the
-# accelerator ones. On an H100 a cold cache build
-# of 384 reviews in 2 shapes took 40.7 s, 38 s of it in the predictor and the
-# alignment, compiles included (benchmarks/RESULTS.md).
+# accelerator ones. On an H100 a cold cache build of 384 reviews in 2 shapes
+# took 40.7 s, 38 s of it in the predictor and the alignment, compiles
+# included (benchmarks/RESULTS.md).
 CPU_PIECE_MULTIPLE, ACCELERATOR_MULTIPLE = 16, 128
 
 
