@@ -19,15 +19,14 @@ Stages, in order (each is skipped once done; `--stages` picks some):
              predictor, all at once: `--parallel`): one run builds the graph
              cache, then the grid
 
-The defaults aim at a session of 15 minutes of accelerator time in all:
-pretraining gets 4 of them, the other stages the rest. The short stages
+The defaults aim at 15 minutes of accelerator time in all: pretraining
+gets 4 of them, the other stages the rest. The short stages
 (graph caches, analysis, transfer runs) compile many programs and run each
 briefly, so on a GPU they compile without Triton GEMM fusions
 (`tuning.SHORT_GPU_RUN_XLA_FLAGS`), and their batches come in few shapes:
 predictor batches at the accelerator multiples of `glomo_jax.transfer.align`,
-task batches padded to max_words. (The 2026-11-25 run on an H100 had none of
-this: it built the IMDB graph cache at 3.7–5.3 reviews/s, benchmarks/RESULTS.md.
-The stages after pretraining have not been timed on a GPU since.)
+task batches padded to max_words. (benchmarks/RESULTS.md compares an H100
+run without these, 2026-11-25, and one with them, 2026-11-27.)
 
 An invocation stops at `--budget_minutes`: the running stage gets SIGTERM
 (pretraining and every transfer run save a checkpoint on it) and the next

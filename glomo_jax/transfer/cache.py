@@ -327,12 +327,12 @@ def _build(path, request, predictor, tokenizer, word_lists, batch_size, texts=No
     # few shapes (`batch_width`; the alignment costs O(words · pieces²) a graph)
     order = np.argsort(lengths, kind="stable")
     tokenizer = checked_tokenizer(predictor, tokenizer)
+    cut = dict(max_pieces=request["max_pieces"])
 
     def dispatched():          # (rows, their graphs on the device, not waited for)
       for start in range(0, len(word_lists), batch_size):
         rows = order[start:start + batch_size]
         width = batch_width(lengths[rows], max_words)
-        cut = dict(max_pieces=request["max_pieces"])
         arrays = (encode_word_lists(tokenizer, [word_lists[i][:width] for i in rows], width, **cut)
                   if texts is None else
                   encode_texts(tokenizer, [texts[i] for i in rows],
