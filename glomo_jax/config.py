@@ -84,6 +84,7 @@ _CHOICES = {
     "objective": ("context", "sentence"),
     "dtype": ("float32", "bfloat16", "float64", "float16"),
     "param_dtype": ("float32", "float64"),
+    "bn_scale_init": ("ones", "uniform"),
 }
 
 
@@ -135,6 +136,8 @@ class ModelConfig(DictConfig):
     param_dtype: storage dtype of parameters.
     bn_momentum: weight of the old running statistics (PyTorch 0.1 ⇒ 0.9).
     bn_epsilon: BatchNorm / LayerNorm epsilon (PyTorch 1e-5).
+    bn_scale_init: BatchNorm's scale γ starts at 'ones' (PyTorch ≥ 0.4) or
+      'uniform' ~ U(0, 1), as the authors' PyTorch 0.3.1 drew it.
   """
 
   vocab_size: int = 1000
@@ -162,6 +165,7 @@ class ModelConfig(DictConfig):
   param_dtype: str = "float32"
   bn_momentum: float = 0.9
   bn_epsilon: float = 1e-5
+  bn_scale_init: str = "ones"
 
   def __post_init__(self):
     for name, allowed in _CHOICES.items():

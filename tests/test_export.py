@@ -205,7 +205,7 @@ def test_param_tree_not_matching_the_config_names_path_and_shapes(model, tmp_pat
   manifest["model_config"] = wrong.to_dict()
   params = open(os.path.join(path, "params.msgpack"), "rb").read()
   tok = open(os.path.join(path, "tokenizer.model"), "rb").read()
-  manifest["content_sha256"] = export_format._content_sha256(params, tok, wrong)  # a consistent,
+  manifest["content_sha256"] = export_format._content_sha256(params, tok, wrong.to_dict())  # consistent,
   json.dump(manifest, open(manifest_path, "w"))                                   # wrong writer
   with pytest.raises(ValueError, match=r"shape mismatch: params/embedding: .*params\.msgpack "
                                        r"has shape \(50, 16\) but the config expects \(60, 16\)"):

@@ -99,13 +99,15 @@ GRAPH_LAYOUT = ("[batch, 2L, K, T_target, T_source] float32: L forward layers "
 
 
 # ---- hashing and the manifest ---------------------------------------------------
-def _canonical_config_json(config: ModelConfig) -> bytes:
-  return json.dumps(config.to_dict(), sort_keys=True,
-                    separators=(",", ":")).encode("utf-8")
+def _canonical_config_json(config: Mapping) -> bytes:
+  return json.dumps(dict(config), sort_keys=True, separators=(",", ":")).encode("utf-8")
 
 
 def _content_sha256(params_bytes: bytes, tokenizer_bytes: bytes | None,
-                    config: ModelConfig) -> str:
+                    config: Mapping) -> str:
+  """The hash of the export's content: the params and tokenizer bytes and
+  the model_config as the manifest records it (so a ModelConfig field added
+  later, read with its default, leaves older exports verifiable)."""
   digest = hashlib.sha256()
   for part in (params_bytes, tokenizer_bytes or b"", _canonical_config_json(config)):
     digest.update(struct.pack(">Q", len(part)))
@@ -196,7 +198,7 @@ def export_graph_predictor(directory: str, config: ModelConfig, variables: Mappi
       "params": [{"path": path, "shape": list(leaf.shape), "dtype": str(leaf.dtype)}
                  for path, leaf in sorted(_flatten(host).items())],
       "files": files,
-      "content_sha256": _content_sha256(params_bytes, tokenizer_bytes, config),
+      "content_sha256": _content_sha256(params_bytes, tokenizer_bytes, config.to_dict()),
       "metadata": metadata_json,
       "graph_layout": GRAPH_LAYOUT,
       "units": units,
@@ -360,7 +362,8 @@ def read_export(directory: str) -> ExportContents:
   if TOKENIZER_FILENAME in manifest["files"]:
     tokenizer_bytes = _read_bytes(directory, TOKENIZER_FILENAME, "the tokenizer")
     _verify_file(directory, manifest, TOKENIZER_FILENAME, tokenizer_bytes)
-  if _content_sha256(params_bytes, tokenizer_bytes, config) != manifest["content_sha256"]:
+  if (_content_sha256(params_bytes, tokenizer_bytes, manifest["model_config"])
+      != manifest["content_sha256"]):
     raise ValueError(f"corrupt export: the content sha256 hash of {directory} "
                      "(params, tokenizer and model_config) differs from the "
                      "manifest's")

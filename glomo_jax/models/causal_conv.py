@@ -21,6 +21,8 @@ import jax.numpy as jnp
 from glomo_jax.models.initializers import fan_in_uniform
 from glomo_jax.ops.dense import dense
 
+SCALE_INITS = ("ones", "uniform")
+
 
 def causal_conv1d(x: jax.Array, kernel: jax.Array, left: int, right: int,
                   bias: jax.Array | None = None) -> jax.Array:
@@ -52,17 +54,23 @@ class TorchBatchNorm(nn.Module):
   Attributes:
     momentum: weight of the old running statistics (torch momentum 0.1 ⇒ 0.9).
     epsilon: added to the variance.
+    scale_init: the scale γ starts at 'ones' (PyTorch ≥ 0.4) or 'uniform',
+      drawn from U(0, 1) as the authors' PyTorch 0.3.1 did.
   """
   momentum: float = 0.9
   epsilon: float = 1e-5
   dtype: Any = jnp.float32
   param_dtype: Any = jnp.float32
+  scale_init: str = "ones"
 
   @nn.compact
   def __call__(self, x: jax.Array, train: bool) -> jax.Array:
     """x: [..., channels] -> same shape."""
     c = x.shape[-1]
-    scale = self.param("scale", nn.initializers.ones, (c,), self.param_dtype)
+    if self.scale_init not in SCALE_INITS:
+      raise ValueError(f"scale_init {self.scale_init!r} is not one of {list(SCALE_INITS)}")
+    init = nn.initializers.ones if self.scale_init == "ones" else nn.initializers.uniform(1.0)
+    scale = self.param("scale", init, (c,), self.param_dtype)
     bias = self.param("bias", nn.initializers.zeros, (c,), self.param_dtype)
     ra_mean = self.variable("batch_stats", "mean",
                             lambda: jnp.zeros((c,), self.param_dtype))
@@ -89,12 +97,13 @@ class TorchBatchNorm(nn.Module):
 
 
 def normalise(y: jax.Array, kind: str, train: bool, momentum: float, epsilon: float,
-              dtype: Any, param_dtype: Any, name: str) -> jax.Array:
+              dtype: Any, param_dtype: Any, name: str, scale_init: str = "ones") -> jax.Array:
   """The conv stacks' normalisation, inside a compact module: 'batch'
-  (`TorchBatchNorm` over every axis but the last) or 'layer' (per position)."""
+  (`TorchBatchNorm` over every axis but the last, γ from `scale_init`) or
+  'layer' (per position)."""
   if kind == "batch":
     return TorchBatchNorm(momentum=momentum, epsilon=epsilon, dtype=dtype,
-                          param_dtype=param_dtype, name=name)(y, train)
+                          param_dtype=param_dtype, scale_init=scale_init, name=name)(y, train)
   return nn.LayerNorm(epsilon=epsilon, dtype=dtype, param_dtype=param_dtype, name=name)(y)
 
 
@@ -105,6 +114,7 @@ class CausalConvBlock(nn.Module):
     features: output channels.
     kernel_size: k.
     norm: 'batch' (authors') or 'layer'.
+    bn_scale_init: `TorchBatchNorm.scale_init`.
   """
   features: int
   kernel_size: int = 3
@@ -113,6 +123,7 @@ class CausalConvBlock(nn.Module):
   epsilon: float = 1e-5
   dtype: Any = jnp.float32
   param_dtype: Any = jnp.float32
+  bn_scale_init: str = "ones"
 
   @nn.compact
   def __call__(self, x: jax.Array, mask: jax.Array | None, train: bool) -> jax.Array:
@@ -129,7 +140,7 @@ class CausalConvBlock(nn.Module):
     right = k - 1 if self.norm == "batch" else 0
     y = causal_conv1d(x.astype(self.dtype), kernel.astype(self.dtype), k - 1, right, bias)
     y = normalise(y, self.norm, train, self.bn_momentum, self.epsilon, self.dtype,
-                  self.param_dtype, "norm")
+                  self.param_dtype, "norm", self.bn_scale_init)
     return jax.nn.relu(y[:, :t])
 
 
@@ -143,6 +154,7 @@ class CausalConvStack(nn.Module):
   epsilon: float = 1e-5
   dtype: Any = jnp.float32
   param_dtype: Any = jnp.float32
+  bn_scale_init: str = "ones"
 
   @nn.compact
   def __call__(self, x: jax.Array, mask: jax.Array | None, train: bool) -> jax.Array:
@@ -150,5 +162,6 @@ class CausalConvStack(nn.Module):
     for i in range(self.num_layers):
       x = CausalConvBlock(self.features, self.kernel_size, self.norm,
                           self.bn_momentum, self.epsilon, self.dtype,
-                          self.param_dtype, name=f"block_{i}")(x, mask, train)
+                          self.param_dtype, self.bn_scale_init,
+                          name=f"block_{i}")(x, mask, train)
     return x

@@ -124,11 +124,19 @@ class GLoMo(nn.Module):
     bw = self._direction("bw", jnp.flip(emb, 1), mask_r, train, with_features)
     return emb, mask, fw, bw
 
-  def _start_states(self, which: str, emb, mask, train: bool, positions):
+  def _start_states(self, which: str, emb, mask, train: bool, positions, graphs=None):
     """Top-layer features F^L at the decoder start `positions` (int [n]) of
-    one direction's sequence: [batch, n, d] (`top_features_at`)."""
+    one direction's sequence: [batch, n, d] (`top_features_at`); with
+    `graphs` ([batch, L, K, T, T] in this direction's reading order), the
+    feature predictor mixes those instead of the graph predictor's."""
     graph = self.graph_fw if which == "fw" else self.graph_bw
     feats = self.features_fw if which == "fw" else self.features_bw
+    if graphs is not None:
+      h = emb
+      for layer in range(graphs.shape[1] - 1):
+        h = feats.layer(layer, h, graphs[:, layer])
+      return feats.layer(graphs.shape[1] - 1, h, graphs[:, -1][:, :, positions],
+                         rows=positions)
     if not self.config.decoupled:
       _, out = self._direction(which, emb, mask, train, with_features=True)
       return out[-1][:, positions]
@@ -178,7 +186,8 @@ class GLoMo(nn.Module):
 
   def __call__(self, tokens: jax.Array, mask: jax.Array | None = None,
                train: bool = True,
-               positions: Sequence[jax.Array] | None = None):
+               positions: Sequence[jax.Array] | None = None,
+               graphs: jax.Array | None = None):
     """The pretraining loss.
 
     Args:
@@ -189,6 +198,10 @@ class GLoMo(nn.Module):
       positions: optional (forward, backward) int [n] start positions; the
         backward ones index the flipped sequence. Drawn by `draw_positions`
         when omitted (needs a 'sample' rng if sample_positions > 0).
+      graphs: optional [batch, 2L, K, T, T] fixed graphs in `GLoMo.graphs`'
+        layout (forward layers, then backward ones in the original
+        positions): the feature predictors mix these instead of the graph
+        predictors' graphs (which then get no gradient); 'context' objective.
 
     Returns:
       (loss, metrics): loss = ½(forward mean CE + backward mean CE), a scalar
@@ -197,6 +210,15 @@ class GLoMo(nn.Module):
     """
     c = self.config
     _check_inputs(tokens, mask)
+    given = {"fw": None, "bw": None}
+    if graphs is not None:
+      expected = (tokens.shape[0], 2 * c.num_graph_layers, c.num_heads) + 2 * tokens.shape[1:]
+      if c.objective != "context" or tuple(graphs.shape) != expected:
+        raise ValueError(f"fixed graphs must be {expected} with the context objective, "
+                         f"got {tuple(graphs.shape)} ({c.objective})")
+      graphs = jax.lax.stop_gradient(graphs)
+      given = {"fw": graphs[:, :c.num_graph_layers],
+               "bw": jnp.flip(graphs[:, c.num_graph_layers:], (-1, -2))}
     if c.objective == "context" and positions is None:
       positions = self.draw_positions(tokens.shape[1])
     emb = self.embed(tokens)
@@ -211,7 +233,7 @@ class GLoMo(nn.Module):
       decoder = self.decoder_fw if which == "fw" else self.decoder_bw
       if c.objective == "context":
         pos = jnp.asarray(positions[i])
-        h0 = self._start_states(which, e, m, train, pos)
+        h0 = self._start_states(which, e, m, train, pos, given[which])
         tgt, w = context_targets(tok, m, pos, c.context_length)
         out = decoder.decode_windows(h0, e, pos, train)
       else:

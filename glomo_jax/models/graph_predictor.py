@@ -91,7 +91,7 @@ class GraphPredictor(nn.Module):
     if c.decoupled:
       stack = dict(features=d, kernel_size=c.kernel_size, norm=c.norm,
                    bn_momentum=c.bn_momentum, epsilon=c.bn_epsilon,
-                   dtype=c.compute_dtype, param_dtype=pd)
+                   dtype=c.compute_dtype, param_dtype=pd, bn_scale_init=c.bn_scale_init)
       if self.image_shape is None:
         self.key_cnn = CausalConvStack(c.key_layers, **stack)
         self.query_cnn = CausalConvStack(c.query_layers, **stack)

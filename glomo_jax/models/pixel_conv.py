@@ -73,10 +73,11 @@ class PixelConvStack(nn.Module):
   epsilon: float = 1e-5
   dtype: Any = jnp.float32
   param_dtype: Any = jnp.float32
+  bn_scale_init: str = "ones"
 
   def _norm(self, y, name, train):
     return normalise(y, self.norm, train, self.bn_momentum, self.epsilon, self.dtype,
-                     self.param_dtype, name)
+                     self.param_dtype, name, self.bn_scale_init)
 
   @nn.compact
   def __call__(self, x: jax.Array, mask: jax.Array | None, train: bool) -> jax.Array:

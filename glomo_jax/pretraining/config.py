@@ -12,6 +12,7 @@ from typing import Mapping
 
 from glomo_jax.config import DictConfig, ModelConfig
 from glomo_jax.data.corpus import CorpusSpec
+from glomo_jax.pretraining.fixed_graphs import SOURCES as GRAPH_SOURCES
 from glomo_jax.train.config import LoopConfig
 
 OPTIMIZERS = ("sgd", "adam")
@@ -41,6 +42,12 @@ class PretrainConfig(DictConfig):
       split), checkpoint_every, keep_checkpoints: see `LoopConfig`.
     seed: parameters, sampled positions and data order.
     mesh_data, mesh_fsdp: mesh shape; -1 = all remaining devices.
+    graph_source: where the feature predictors' graphs come from:
+      'predicted' (the graph predictor: GLoMo) or a fixed graph that measures
+      what the objective rewards ('uniform', 'previous', 'planted' on the
+      built-in corpus, 'export': the frozen graphs of `graph_export`;
+      `glomo_jax.pretraining.fixed_graphs`).
+    graph_export: the export directory of graph_source='export'.
     export: write the frozen graph predictor to <workdir>/export at the end.
     compile_fast: cheap XLA compiles (CPU smoke runs: the `tiny` presets).
   """
@@ -68,6 +75,8 @@ class PretrainConfig(DictConfig):
   checkpoint_every: int = 200
   keep_checkpoints: int = 3
   seed: int = 0
+  graph_source: str = "predicted"
+  graph_export: str | None = None
   mesh_data: int = -1
   mesh_fsdp: int = 1
   export: bool = True
@@ -78,6 +87,15 @@ class PretrainConfig(DictConfig):
       object.__setattr__(self, "model", ModelConfig.from_dict(self.model))
     if isinstance(self.corpus, Mapping):
       object.__setattr__(self, "corpus", CorpusSpec.from_dict(self.corpus))
+    if self.graph_source not in GRAPH_SOURCES:
+      raise ValueError(f"graph_source {self.graph_source!r} is not one of {list(GRAPH_SOURCES)}")
+    if (self.graph_source == "export") != bool(self.graph_export):
+      raise ValueError("graph_export is the export of graph_source='export' (and only of it)")
+    if self.graph_source == "planted" and self.corpus.source != "synthetic":
+      raise ValueError("graph_source='planted' needs the built-in corpus (corpus.source="
+                       "'synthetic'): only it has planted arcs")
+    if self.graph_source != "predicted" and self.model.objective != "context":
+      raise ValueError("fixed graphs need the context objective")
     if self.optimizer not in OPTIMIZERS:
       raise ValueError(f"optimizer {self.optimizer!r} is not one of {list(OPTIMIZERS)}")
     for name in ("batch_size", "bptt", "shift", "num_steps", "log_every", "eval_every",

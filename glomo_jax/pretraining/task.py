@@ -26,8 +26,11 @@ from glomo_jax.data.synthetic import vocabulary as synthetic_vocabulary
 from glomo_jax.data.tokenizer import train_tokenizer, train_word_tokenizer
 from glomo_jax.eval.arcs import ArcAccumulator
 from glomo_jax.eval.graph_stats import row_health
+from glomo_jax.eval.locality import SUMS as LOCALITY_SUMS
+from glomo_jax.eval.locality import locality_metrics
 from glomo_jax.io import write_json
 from glomo_jax.pretraining.config import PretrainConfig
+from glomo_jax.pretraining.fixed_graphs import fixed_graph_fn
 from glomo_jax.pretraining.objective import GLoMoObjective
 from glomo_jax.train import loop
 from glomo_jax.train.optimizer import make_optimizer
@@ -68,18 +71,24 @@ def prepare_tokenizer(config: PretrainConfig, workdir: str) -> Tokenizer:
   return tokenizer
 
 
-class _TrainWindows:
-  """The training windows as the loop's batches: {'tokens', 'mask'} int32."""
+def model_batch(batch: dict, with_arcs: bool) -> dict:
+  """A window batch as the model reads it: {'tokens', 'mask'} int32 (and the
+  planted arcs' 'arc_source' for the 'planted' graph source)."""
+  keys = ("tokens", "mask", "arc_source") if with_arcs else ("tokens", "mask")
+  return {k: batch[k].astype(np.int32) for k in keys}
 
-  def __init__(self, windows):
-    self.windows = windows
+
+class _TrainWindows:
+  """The training windows as the loop's batches (`model_batch`)."""
+
+  def __init__(self, windows, with_arcs: bool):
+    self.windows, self.with_arcs = windows, with_arcs
 
   def __iter__(self):
     return self
 
   def __next__(self) -> dict:
-    batch = next(self.windows)
-    return {"tokens": batch["tokens"].astype(np.int32), "mask": batch["mask"].astype(np.int32)}
+    return model_batch(next(self.windows), self.with_arcs)
 
   def state(self) -> dict:
     return self.windows.state()
@@ -114,38 +123,50 @@ class PretrainingTask(GLoMoObjective, Task):
                 eval_stream.num_tokens if eval_stream is not None else 0,
                 self.tokenizer.vocab_size)
     self.has_arcs = self.data.train_stream.has_arcs
-    super().__init__(config.model.replace(vocab_size=self.tokenizer.vocab_size), config.bptt,
+    self.arcs_in_batch = config.graph_source == "planted"
+    model = config.model
+    super().__init__(model.replace(vocab_size=self.tokenizer.vocab_size), config.bptt,
                      make_optimizer(config.optimizer, config.learning_rate, config.momentum,
                                     config.clip_norm, weight_decay=config.weight_decay),
-                     split_batch_scores=split_batch_scores, with_graphs=self.has_arcs)
+                     split_batch_scores=split_batch_scores, with_graphs=self.has_arcs,
+                     fixed_graphs=fixed_graph_fn(
+                         config.graph_source, model.num_graph_layers, model.num_heads,
+                         export=config.graph_export,
+                         tokenizer_fingerprint=self.tokenizer.fingerprint))
     self.eval_splits = (HELDOUT,) if eval_stream is not None else ()
     self.tokens_per_batch = config.batch_size * config.bptt
     logger.info("model config: %s", self.model_config)
 
   # ---- data -------------------------------------------------------------------
   def train_batches(self):
-    return _TrainWindows(self.data.train)
+    return _TrainWindows(self.data.train, self.arcs_in_batch)
 
   def batch_spec(self):
     shape = jax.ShapeDtypeStruct((self.config.batch_size, self.config.bptt), jnp.int32)
-    return {"tokens": shape, "mask": shape}
+    keys = ("tokens", "mask", "arc_source") if self.arcs_in_batch else ("tokens", "mask")
+    return {k: shape for k in keys}
 
   # ---- evaluation -------------------------------------------------------------
   def evaluate(self, split: str, run_eval: RunEval) -> dict[str, Any]:
     """Held-out loss per predicted token, the empty rows and dead heads of
-    each graph layer (`glomo_jax.eval.row_health`), and arc scores on the
+    each graph layer (`glomo_jax.eval.row_health`; with running BatchNorm
+    statistics, and as 'batch_stats_*' with the batch's, as in training),
+    the graphs' locality (`glomo_jax.eval.locality`), and arc scores on the
     built-in corpus, over the first `eval_batches` batches (0: all)."""
     loss_sum = tokens = real_rows = 0.0
-    live_rows = 0
+    live_rows = batch_live_rows = 0
+    locality = dict.fromkeys(LOCALITY_SUMS, 0)
     arcs = ArcAccumulator()
     for i, batch in enumerate(self.data.eval_iterator()):
       if self.config.eval_batches and i >= self.config.eval_batches:
         break
-      out = run_eval({"tokens": batch["tokens"].astype(np.int32),
-                      "mask": batch["mask"].astype(np.int32)})
+      out = run_eval(model_batch(batch, self.arcs_in_batch))
       loss_sum += float(out["loss_sum"])
       tokens += float(out["tokens"])
       live_rows = live_rows + np.asarray(out["live_rows"])
+      if "live_rows_batch_stats" in out:
+        batch_live_rows = batch_live_rows + np.asarray(out["live_rows_batch_stats"])
+      locality = {k: v + np.asarray(out["locality"][k]) for k, v in locality.items()}
       real_rows += float(out["real_rows"])
       if self.has_arcs:
         arcs.add(out["graphs"],
@@ -153,6 +174,10 @@ class PretrainingTask(GLoMoObjective, Task):
     result = {"loss": loss_sum / max(tokens, 1.0), "tokens": tokens}
     if real_rows:
       result.update(row_health(live_rows, real_rows))
+      if not isinstance(batch_live_rows, int):
+        result.update({f"batch_stats_{k}": v
+                       for k, v in row_health(batch_live_rows, real_rows).items()})
+      result.update(locality_metrics(locality))
     if self.has_arcs:
       result.update({f"arc_{k}": v for k, v in arcs.result().items()})
     return result

@@ -1,0 +1,62 @@
+"""Named sets of rows for `experiments.predictor_table`: each row is a name
+and the changes it makes to the pretraining config (dotted field paths into
+`PretrainConfig`, e.g. 'model.key_layers').
+
+Special keys (not config fields):
+* 'steps_fraction': the row trains for this share of the table's --steps
+  (equal compute for a row whose step costs more);
+* a string value may name '{root}' (the table's directory), e.g. the export
+  of an earlier row for graph_source='export'.
+
+Rows run in the order given; a row that reads another row's export comes
+after it.
+"""
+
+# The authors' optimiser (DESIGN.md §2): SGD lr 8, momentum 0.2, global-norm clip 0.25.
+AUTHORS_SGD = {"optimizer": "sgd", "learning_rate": 8.0, "momentum": 0.2, "clip_norm": 0.25}
+
+
+def _with(base: dict, **changes) -> dict:
+  return {**base, **changes}
+
+
+ROW_SETS = {
+    # Root causes of dead heads and unstructured graphs (issue: a predictor
+    # that learns). wiki_cpu as configured is Adam 1e-3, clip 1.0.
+    "optimizer": {
+        "adam": {},
+        "adam_lr3e-4": {"learning_rate": 3e-4},
+        "adam_lr3e-3": {"learning_rate": 3e-3},
+        "adam_clip0.25": {"clip_norm": 0.25},
+        "sgd": AUTHORS_SGD,
+        "sgd_noclip": _with(AUTHORS_SGD, clip_norm=0.0),
+        "sgd_lr4": _with(AUTHORS_SGD, learning_rate=4.0),
+        "sgd_lr16": _with(AUTHORS_SGD, learning_rate=16.0),
+    },
+    "structure": {
+        "sgd_every_position": _with(AUTHORS_SGD, **{"model.sample_positions": 0},
+                                    steps_fraction=0.45),
+        "sgd_bn_uniform": _with(AUTHORS_SGD, **{"model.bn_scale_init": "uniform"}),
+        "sgd_depth4": _with(AUTHORS_SGD, **{"model.key_layers": 4, "model.query_layers": 4}),
+        "adam_bn_uniform": {"model.bn_scale_init": "uniform"},
+    },
+    # What the objective rewards: the feature predictor and decoder trained
+    # on fixed graphs (needs the 'sgd' row's export first).
+    "fixed_graphs": {
+        "sgd_fixed_uniform": _with(AUTHORS_SGD, graph_source="uniform"),
+        "sgd_fixed_previous": _with(AUTHORS_SGD, graph_source="previous"),
+        "sgd_fixed_learned": _with(AUTHORS_SGD, graph_source="export",
+                                   graph_export="{root}/sgd/export"),
+    },
+    # The paper's Table 2, at one token budget (as configured: Adam).
+    "ablations": {
+        "full": {},
+        "no_decouple": {"model.decoupled": False},
+        "no_sparse": {"model.sparsity": "softmax"},
+        "no_hierarchical": {"model.num_graph_layers": 1},
+        "no_unit_level": {"model.objective": "sentence"},
+        "no_sequence": {"model.context_length": 1},
+        "scalar_threshold": {"model.threshold": "scalar"},
+        "zero_threshold": {"model.threshold": "zero"},
+    },
+}
