@@ -1,8 +1,8 @@
 r"""A graph predictor's quality at a fixed budget: one row per config change,
 one table.
 
-  python -m experiments.predictor_table --config=experiments/configs/wiki_cpu.py \
-      --config.corpus.pattern='../shared/data/wiki_text/enwiki2015_wikiextractor_part[123].jsonl.xz' \
+  python -m experiments.predictor_table --pretrain_config=experiments/configs/wiki_cpu.py \
+      --pretrain_config.corpus.pattern='../shared/data/wiki_text/enwiki2015_wikiextractor_part[123].jsonl.xz' \
       --root=runs/table_1500 --steps=1500 --rows=optimizer,structure,fixed_graphs \
       --conllu=../shared/data/ud_english_ewt/en_ewt-ud-dev.conllu.gz \
       --select_conllu=../shared/data/ud_english_ewt/en_ewt-ud-train.conllu.gz
@@ -33,7 +33,8 @@ gets, from its final held-out evaluation and its export:
   tokens it read;
 * with `--transfer_config`: GLoMo on embeddings for every `--seeds` and
   once the uniform graph (`experiments.grid`); arguments after `--` go to
-  every transfer run.
+  every transfer run (`--config.*` there are the transfer config's; the
+pretraining config's overrides are `--pretrain_config.*`).
 
 Rows with fixed graphs (graph_source other than 'predicted') train no
 predictor: they give the held-out loss and the locality of their graphs.
@@ -53,7 +54,7 @@ from experiments import cli
 from experiments.configs.predictor_rows import ROW_SETS
 from experiments.grid import finished_results, mean_std, run_grid
 
-_CONFIG = config_flags.DEFINE_config_file("config", None, "Pretraining config file.",
+_CONFIG = config_flags.DEFINE_config_file("pretrain_config", None, "Pretraining config file.",
                                           lock_config=True)
 _ROOT = flags.DEFINE_string("root", None, "Directory of every run and the table.")
 _STEPS = flags.DEFINE_integer("steps", None, "Steps of every row (default: the config's).")
@@ -68,7 +69,7 @@ _SELECT_N = flags.DEFINE_integer("select_sentences", 2000, "Sentences of --selec
 _TRANSFER = flags.DEFINE_string("transfer_config", None, "Transfer config (with :preset).")
 _SEEDS = flags.DEFINE_list("seeds", ["0", "1", "2"], "Transfer seeds.")
 _PARALLEL = flags.DEFINE_integer("parallel", 1, "Transfer runs at once, one core each.")
-flags.mark_flags_as_required(["config", "root"])
+flags.mark_flags_as_required(["pretrain_config", "root"])
 
 RECORD = "record.json"
 SPECIAL = ("steps_fraction",)

@@ -33,7 +33,7 @@ $PY -m experiments.syntax_alignment --export="$EXPORT" \
 # the ablation table with the dead-head remedies: 8 pretrainings of 1,500 steps
 # (the wiki_cpu tokenizer), each measured and transferred into MNLI (1 epoch,
 # 3 seeds); about 2 hours
-$PY -m experiments.ablations --pretrain_config=experiments/configs/wiki_cpu.py \
+$PY -m experiments.predictor_table --pretrain_config=experiments/configs/wiki_cpu.py --rows=ablations \
     --pretrain_config.corpus.pattern="$DATA/wiki_text/enwiki2015_wikiextractor_part[123].jsonl.xz" \
     --pretrain_config.tokenizer_path="$RUNS/wiki_cpu/tokenizer.model" \
     --pretrain_config.eval_every=250 --pretrain_config.checkpoint_every=500 \

@@ -106,7 +106,7 @@ class ModelConfig(DictConfig):
     threshold: 'query' (θ_j = w·q_j + c, authors' sparse_mode 4), 'scalar'
       (one learned bias per layer, the paper's Eq. 1; authors' sparse_mode 2)
       or 'zero' (θ = 0, a plain ReLU before squaring; authors' sparse_mode 1).
-      The last two were tried against dead heads (`experiments.ablations`);
+      The last two were tried against dead heads (`experiments.predictor_table`);
       at CPU scale they leave more heads dead than 'query'.
     sparsity: 'squared_relu' (Eq. 1) or 'softmax' (the "− sparse" ablation).
     composition: 'gru' (one GRU cell shared by all layers, authors' default) or

@@ -3,6 +3,7 @@ embedding lookup against NumPy references of PyTorch's semantics."""
 import jax
 import jax.numpy as jnp
 import numpy as np
+import pytest
 
 from glomo_jax.models.causal_conv import CausalConvBlock, TorchBatchNorm
 from glomo_jax.models.feature_predictor import mix_heads
@@ -133,3 +134,21 @@ def test_im2col_conv_equals_xla_convolution_in_value_and_gradient():
   g2 = jax.grad(lambda x, w: jnp.sum(jnp.sin(ref(x, w)[:, :7])), (0, 1))(x, w)
   for a, b in zip(g1, g2):
     np.testing.assert_allclose(a, b, rtol=1e-4, atol=1e-5)
+
+
+def test_batchnorm_scale_init_ones_or_the_authors_uniform():
+  x = jnp.ones((2, 3, 64))
+  ones = TorchBatchNorm().init(jax.random.PRNGKey(0), x, False)["params"]["scale"]
+  np.testing.assert_array_equal(ones, 1.0)
+  drawn = np.asarray(TorchBatchNorm(scale_init="uniform").init(
+      jax.random.PRNGKey(0), x, False)["params"]["scale"])
+  assert np.all((drawn >= 0) & (drawn < 1)) and drawn.std() > 0.1    # U(0, 1)
+  from glomo_jax import GLoMo, ModelConfig  # noqa: PLC0415
+  config = ModelConfig.tiny(bn_scale_init="uniform")
+  v = GLoMo(config).init(jax.random.PRNGKey(0), jnp.ones((1, 6), jnp.int32))
+  scales = [np.asarray(leaf) for path, leaf in jax.tree_util.tree_leaves_with_path(v["params"])
+            if "scale" in jax.tree_util.keystr(path)]
+  assert len(scales) == 2 * 2 * config.key_layers
+  assert all(np.all((s >= 0) & (s < 1)) and s.std() > 0 for s in scales)
+  with pytest.raises(ValueError, match="bn_scale_init"):
+    ModelConfig.tiny(bn_scale_init="zeros")

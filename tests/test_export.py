@@ -325,3 +325,21 @@ def test_untrained_predictor_is_seeded_and_matches_an_export_of_its_variables(
   reloaded = export.load_graph_predictor(export.export_graph_predictor(
       str(tmp_path / "fresh"), config, fresh.variables, tokenizer))
   np.testing.assert_array_equal(graphs, np.asarray(reloaded(tokens)))
+
+
+def test_an_export_written_before_a_config_field_existed_still_loads(model, tmp_path):
+  """An older writer's manifest lacks a ModelConfig field added since (here
+  bn_scale_init): the content hash covers the manifest's own model_config,
+  and the field takes its default."""
+  path = copy_export(model[2], tmp_path)
+  manifest_path = os.path.join(path, "glomo_export.json")
+  manifest = json.load(open(manifest_path))
+  older = dict(manifest["model_config"])
+  del older["bn_scale_init"]
+  params = open(os.path.join(path, "params.msgpack"), "rb").read()
+  tok = open(os.path.join(path, "tokenizer.model"), "rb").read()
+  manifest["model_config"] = older
+  manifest["content_sha256"] = export_format._content_sha256(params, tok, older)
+  json.dump(manifest, open(manifest_path, "w"))
+  predictor = export.load_graph_predictor(path)
+  assert predictor.config.bn_scale_init == "ones"

@@ -167,3 +167,66 @@ def test_pretraining_eval_step_counts_the_live_rows_of_real_tokens():
   np.testing.assert_array_equal(out["live_rows"], live.sum((0, 3)))
   assert out["real_rows"] == 31 and "graphs" not in out
   assert 0 < np.asarray(out["live_rows"]).sum() < 31 * graphs.shape[1] * graphs.shape[2]
+
+
+def test_locality_sums_equal_the_numpy_statistics():
+  """`eval.locality` (jitted sums) against `graph_statistics` on random
+  causal graphs with padding and empty rows: the previous/next-unit weight
+  is the 'adjacent' weight of a one-sided graph."""
+  import jax.numpy as jnp  # noqa: PLC0415
+  from glomo_jax.eval.locality import locality_metrics, locality_sums  # noqa: PLC0415
+  rng = np.random.default_rng(0)
+  b, layers, heads, t = 3, 2, 2, 7
+  mask = np.ones((b, t), bool)
+  mask[1, 5:] = False
+  mask[2, 3:] = False
+  lower = np.tril(np.ones((t, t)), -1)
+  raw = rng.uniform(size=(b, 2 * layers, heads, t, t)) ** 4
+  raw[:, :layers] *= lower
+  raw[:, layers:] *= lower.T
+  raw *= (mask[:, None, None, :, None] & mask[:, None, None, None, :])
+  raw[0, 1, 0, 3] = 0.0                             # an empty row
+  raw[:, 3, 1] = 0.0                                # a dead head
+  graphs = raw / np.maximum(raw.sum(-1, keepdims=True), 1e-30)
+  sums = {k: np.asarray(v) for k, v in locality_sums(jnp.asarray(graphs, jnp.float32),
+                                                      jnp.asarray(mask)).items()}
+  stats = graph_statistics(graphs, mask)
+  for layer in range(2 * layers):
+    s = stats[layer]
+    assert sums["rows"][layer] == s["rows"]
+    np.testing.assert_allclose(sums["near"][layer] / s["rows"], s["adjacent"], rtol=1e-5)
+    np.testing.assert_allclose(sums["distance"][layer] / s["rows"], s["distance"], rtol=1e-5)
+    np.testing.assert_allclose(sums["distance_uniform"][layer] / s["rows"],
+                               s["uniform_distance"], rtol=1e-5)
+  # the uniform row's previous-unit weight is 1 / (number of allowed sources)
+  count = np.arange(t)[None, :] * mask                     # forward: j real sources before
+  live = graphs[:, 0].sum(-1) > 0.5                        # [B, K, T]
+  expected = ((live & mask[:, None]) / np.maximum(count, 1)[:, None]).sum()
+  np.testing.assert_allclose(sums["near_uniform"][0], expected, rtol=1e-5)
+  metrics = locality_metrics(sums)
+  np.testing.assert_allclose(metrics["near_fw1"], stats[0]["adjacent"], rtol=1e-5)
+  assert "near_bw2" in metrics and len(metrics) == 4 * 2 * layers
+
+
+def test_eval_step_counts_live_rows_with_batch_statistics_too():
+  import jax  # noqa: PLC0415
+  import jax.numpy as jnp  # noqa: PLC0415
+  import optax  # noqa: PLC0415
+  from glomo_jax import GLoMo, ModelConfig  # noqa: PLC0415
+  from glomo_jax.pretraining import GLoMoObjective  # noqa: PLC0415
+  config = ModelConfig.tiny()
+  objective = GLoMoObjective(config, 12, optax.sgd(1.0))
+  variables = objective.init_variables(jax.random.PRNGKey(0))
+  tokens = jax.random.randint(jax.random.PRNGKey(1), (3, 12), 4, config.vocab_size)
+  mask = jnp.ones((3, 12), jnp.int32).at[1, 7:].set(0)
+  out = objective.eval_step(variables, {"tokens": tokens, "mask": mask})
+  graphs, _ = GLoMo(config).apply(variables, tokens, mask, train=True, method=GLoMo.graphs,
+                                  mutable=["batch_stats"])
+  live = (np.asarray(graphs).sum(-1) > 0.5) & np.asarray(mask, bool)[:, None, None, :]
+  np.testing.assert_array_equal(out["live_rows_batch_stats"], live.sum((0, 3)))
+  assert set(out["locality"]) == {"rows", "near", "distance", "near_uniform",
+                                  "distance_uniform"}
+  layer_norm = GLoMoObjective(config.replace(norm="layer"), 12, optax.sgd(1.0))
+  out = layer_norm.eval_step(layer_norm.init_variables(jax.random.PRNGKey(0)),
+                             {"tokens": tokens, "mask": mask})
+  assert "live_rows_batch_stats" not in out

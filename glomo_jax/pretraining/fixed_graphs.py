@@ -9,13 +9,15 @@ much those graphs help the objective:
   backward) with equal weight;
 * 'previous': row j reads only the unit before it (forward; the one after it
   backward), the adjacent-unit chain;
-* 'planted': the built-in corpus's true arcs (`glomo_jax.data.synthetic`):
-  a forward row whose unit is the target of a planted arc inside the window
-  reads only its source, every other row is 'previous';
+* 'planted': the built-in corpus's true arcs (`glomo_jax.data.synthetic`)
+  where the objective can use them: in head 0 of every forward layer, the
+  row of the unit before an arc's target (whose features predict the
+  target: `glomo_jax.eval.arcs`' 'predicting' row) reads only the arc's
+  source; every other row, and every other head, is 'previous';
 * 'export': the graphs of an exported graph predictor (`graph_export`),
   frozen, computed with its running BatchNorm statistics.
 
-Every head of every layer gets the same graph for the first three. Graphs
+Every layer gets the same graph for the first three. Graphs
 are [batch, 2L, K, T, T] in `GLoMo.graphs`' layout ([.., target j, source i];
 the L forward layers, strictly lower-triangular, then the L backward ones,
 strictly upper-triangular, in the original positions); rows sum to 1, or to
@@ -40,9 +42,10 @@ def _allowed_both(mask: jax.Array, length: int) -> tuple[jax.Array, jax.Array]:
 
 
 def _repeat(fw: jax.Array, bw: jax.Array, layers: int, heads: int) -> jax.Array:
-  """[batch, T, T] each -> [batch, 2L, K, T, T]."""
-  b, t, _ = fw.shape
-  fw = jnp.broadcast_to(fw[:, None, None], (b, layers, heads, t, t))
+  """[batch, T, T] each (fw also [batch, K, T, T]) -> [batch, 2L, K, T, T]."""
+  b, t, _ = bw.shape
+  fw = jnp.broadcast_to(fw[:, None] if fw.ndim == 4 else fw[:, None, None],
+                        (b, layers, heads, t, t))
   bw = jnp.broadcast_to(bw[:, None, None], (b, layers, heads, t, t))
   return jnp.concatenate([fw, bw], axis=1)
 
@@ -57,15 +60,21 @@ def uniform_graphs(mask: jax.Array, layers: int, heads: int) -> jax.Array:
 def previous_graphs(mask: jax.Array, layers: int, heads: int,
                     arc_source: jax.Array | None = None) -> jax.Array:
   """The adjacent-unit chain; with `arc_source` (int [batch, T]: the source
-  position of a planted arc's target, −1 elsewhere) a forward row with an
-  arc reads its source instead ('planted'). -> float32 [batch, 2L, K, T, T]."""
+  position of a planted arc's target, −1 elsewhere), head 0's forward row
+  t − 1 reads s for every arc t → s with s < t − 1 instead ('planted').
+  -> float32 [batch, 2L, K, T, T]."""
   t = mask.shape[1]
+  idx = jnp.arange(t)
   fw_allowed, bw_allowed = _allowed_both(mask, t)
-  source = jnp.broadcast_to(jnp.arange(t) - 1, mask.shape)
+  one_hot = lambda source: (idx[None, None, :] == source[:, :, None]) & fw_allowed
+  previous = jnp.broadcast_to(idx - 1, mask.shape)
+  fw = one_hot(previous)
   if arc_source is not None:
-    source = jnp.where(arc_source >= 0, arc_source, source)
-  fw = (jnp.arange(t)[None, None, :] == source[:, :, None]) & fw_allowed
-  bw = (jnp.arange(t)[None, None, :] == jnp.arange(t)[None, :, None] + 1) & bw_allowed
+    ahead = jnp.concatenate([arc_source[:, 1:], jnp.full_like(arc_source[:, :1], -1)], 1)
+    arcs = one_hot(jnp.where((ahead >= 0) & (ahead < idx), ahead, previous))
+    fw = jnp.concatenate([arcs[:, None], jnp.broadcast_to(fw[:, None], (fw.shape[0], heads - 1)
+                                                          + fw.shape[1:])], axis=1)
+  bw = (idx[None, None, :] == idx[None, :, None] + 1) & bw_allowed
   return _repeat(fw.astype(jnp.float32), bw.astype(jnp.float32), layers, heads)
 
 

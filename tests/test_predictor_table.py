@@ -1,0 +1,96 @@
+"""experiments.predictor_table: rows parsed and applied to the config, and
+end to end at a tiny preset (the paper's ablations, fixed graphs, the
+table's columns, transfer, resume, a bad row as one line)."""
+import json
+import os
+import subprocess
+import sys
+
+import pytest
+
+from conftest import REPO
+from experiments.predictor_table import parse_row, row_config, table_rows
+
+# words of the built-in language, one piece each for the demo's word tokenizer
+CONLLU = """# text = the dog near the cats runs .
+1\tthe\t_\t_\t_\t_\t2\tdet\t_\t_
+2\tdog\t_\t_\t_\t_\t6\tnsubj\t_\t_
+3\tnear\t_\t_\t_\t_\t5\tcase\t_\t_
+4\tthe\t_\t_\t_\t_\t5\tdet\t_\t_
+5\tcats\t_\t_\t_\t_\t2\tnmod\t_\t_
+6\truns\t_\t_\t_\t_\t0\troot\t_\t_
+7\t.\t_\t_\t_\t_\t6\tpunct\t_\t_
+"""
+
+
+def test_rows_are_parsed_and_applied_to_the_config():
+  from glomo_jax.pretraining import PretrainConfig  # noqa: PLC0415
+  assert parse_row("deep: model.key_layers=4 optimizer=sgd clip_norm=0.25 x=a/b") == (
+      "deep", {"model.key_layers": 4, "optimizer": "sgd", "clip_norm": 0.25, "x": "a/b"})
+  with pytest.raises(ValueError, match="NAME: field=value"):
+    parse_row("no colon")
+  with pytest.raises(ValueError, match="is not field=value"):
+    parse_row("a: key_layers")
+  base = PretrainConfig(num_steps=100).to_dict()
+  config = row_config(base, {"model.key_layers": 4, "steps_fraction": 0.45,
+                             "graph_source": "export",
+                             "graph_export": "{root}/sgd_s{seed}/export"}, 1500, "/r", 2)
+  assert (config.model.key_layers, config.num_steps, config.seed) == (4, 675, 2)
+  assert config.graph_export == "/r/sgd_s2/export" and not config.export
+  assert row_config(base, {}, None, "/r", 0).num_steps == 100
+  with pytest.raises(ValueError, match="not a config field"):
+    row_config(base, {"model.key_layer": 4}, None, "/r", 0)
+  with pytest.raises(ValueError, match="not a section"):
+    row_config(base, {"optimizer.lr": 4}, None, "/r", 0)
+  rows = table_rows(["ablations"], ["full"], ["mine: seed=3"])
+  assert list(rows) == ["full", "mine"]
+  with pytest.raises(ValueError, match="unknown row set"):
+    table_rows(["nope"], None, [])
+
+
+def test_table_runs_rows_measures_them_and_resumes(tmp_path):
+  conllu = tmp_path / "t.conllu"
+  conllu.write_text(CONLLU, encoding="utf-8")
+  root = tmp_path / "table"
+  cmd = [sys.executable, "-m", "experiments.predictor_table",
+         "--pretrain_config=experiments/configs/demo.py:tiny", f"--root={root}", "--steps=3",
+         "--rows=ablations", "--only=full,no_unit_level",
+         "--row=planted: graph_source=planted",
+         "--row=frozen: graph_source=export graph_export={root}/full_s{seed}/export",
+         f"--conllu={conllu}", "--transfer_config=experiments/configs/agreement.py:tiny",
+         "--seeds=0", "--", "--config.optim.steps=2"]
+  out = subprocess.run(cmd, cwd=REPO, capture_output=True, text=True, timeout=900)
+  assert out.returncode == 0, out.stdout[-2000:] + out.stderr[-2000:]
+  tables = [{line.split(" | ")[0][2:]: line for line in block.splitlines()
+             if line.startswith("| ")}
+            for block in (root / "table.md").read_text().split("\n\n")]
+  rows, health, transfer = tables[0], tables[2], tables[4]
+  assert {"full", "no_unit_level", "planted", "frozen"} <= set(rows)
+  assert "not comparable" in rows["no_unit_level"] and "not comparable" not in rows["full"]
+  full = json.loads((root / "full_s0" / "record.json").read_text())
+  assert full["step"] == 3 and full["heads"] == 2 * 2 * 4 and full["tokens_seen"] > 0
+  assert [h["step"] for h in full["health_by_step"]][-1] == 3
+  assert full["health_by_step"][-1]["dead_heads"] == full["dead_heads"]
+  assert full["dead_heads_batch_stats"] is not None
+  assert 0 <= full["empty_rows"] <= 1 and 0 < full["near_uniform_fw"] <= 1
+  assert full["distance_uniform"] > 1
+  assert full["syntax"]["sentences"] == 1 and 0 <= full["syntax"]["mean"]["uuas"] <= 1
+  assert full["syntax"]["best_head"]["name"].split()[0] in ("fw", "bw")
+  assert health["row"].endswith("| step 3 |") and "planted" not in health
+  # the planted arcs are the graphs: the row predicting each arc's target
+  # puts all its weight on the arc's source (head 0)
+  planted = json.loads((root / "planted_s0" / "record.json").read_text())
+  arcs = json.loads((root / "planted_s0" / "arc_scores.json").read_text())
+  assert arcs["final"]["predicting_best"] == pytest.approx(1.0)
+  assert arcs["final"]["predicting_best_head"] == 0
+  assert planted["export"] is None and "syntax" not in planted
+  assert planted["empty_rows"] < full["empty_rows"] or planted["dead_heads"] == 0
+  frozen = json.loads((root / "frozen_s0" / "config.json").read_text())
+  assert frozen["graph_export"] == f"{root}/full_s0/export"
+  assert {"full", "no_unit_level", "uniform graph (at transfer)"} <= set(transfer)
+  assert os.path.exists(root / "full_s0" / "transfer" / "embeddings_s0" / "results.json")
+  again = subprocess.run(cmd, cwd=REPO, capture_output=True, text=True, timeout=300)
+  assert again.returncode == 0 and again.stdout.count("done already") == 3
+  bad = subprocess.run(cmd[:5] + ["--rows=ablations", "--only=full,no_such"], cwd=REPO,
+                       capture_output=True, text=True, timeout=120)
+  assert bad.returncode == 1 and "no_such" in bad.stderr.strip().splitlines()[-1]
