@@ -138,6 +138,14 @@ class ModelConfig(DictConfig):
     bn_epsilon: BatchNorm / LayerNorm epsilon (PyTorch 1e-5).
     bn_scale_init: BatchNorm's scale γ starts at 'ones' (PyTorch ≥ 0.4) or
       'uniform' ~ U(0, 1), as the authors' PyTorch 0.3.1 drew it.
+    distance_prior: beyond the paper (0 = off, the authors' graphs): a
+      learned prior over the distance j − i of each layer and head,
+      G_ji ∝ ReLU(s_ji − θ_j)² · exp(β_{l,h}(j − i)), with one β for each
+      distance 1 … distance_prior − 1 and one for all longer ones
+      (`ops.sparse_graph.distance_reweight`). Text units only.
+    distance_prior_init: β starts at −distance_prior_init · ln(d): 0 leaves
+      the graphs of the initial parameters unchanged, 1 weights each source
+      by 1/d.
   """
 
   vocab_size: int = 1000
@@ -166,6 +174,8 @@ class ModelConfig(DictConfig):
   bn_momentum: float = 0.9
   bn_epsilon: float = 1e-5
   bn_scale_init: str = "ones"
+  distance_prior: int = 0
+  distance_prior_init: float = 0.0
 
   def __post_init__(self):
     for name, allowed in _CHOICES.items():
@@ -180,7 +190,7 @@ class ModelConfig(DictConfig):
       value = getattr(self, name)
       if not isinstance(value, int) or isinstance(value, bool) or value < 1:
         raise ValueError(f"ModelConfig.{name} must be a positive int, got {value!r}")
-    for name in ("key_layers", "query_layers", "sample_positions"):
+    for name in ("key_layers", "query_layers", "sample_positions", "distance_prior"):
       value = getattr(self, name)
       if not isinstance(value, int) or isinstance(value, bool) or value < 0:
         raise ValueError(f"ModelConfig.{name} must be an int >= 0, got {value!r}")

@@ -22,6 +22,7 @@ def direction_outputs(model, variables, emb, which, train=False):
     dict(norm="layer", composition="residual"),
     dict(decoupled=False, key_layers=0, query_layers=0),
     dict(sparsity="softmax", threshold="scalar"),
+    dict(distance_prior=3, distance_prior_init=0.7),   # beyond the paper
 ])
 def test_no_output_at_t_depends_on_a_later_token(overrides):
   config = ModelConfig.tiny(**overrides)

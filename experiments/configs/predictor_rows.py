@@ -48,6 +48,14 @@ ROW_SETS = {
         "sgd_fixed_learned": _with(AUTHORS_SGD, graph_source="export",
                                    graph_export="{root}/sgd/export"),
     },
+    # Beyond the paper: a learned prior over distances in the graph
+    # normalisation (ModelConfig.distance_prior), starting flat or at 1/d.
+    "distance_prior": {
+        "sgd_prior": _with(AUTHORS_SGD, **{"model.distance_prior": 16}),
+        "sgd_prior_local": _with(AUTHORS_SGD, **{"model.distance_prior": 16,
+                                                 "model.distance_prior_init": 1.0}),
+        "adam_prior_local": {"model.distance_prior": 16, "model.distance_prior_init": 1.0},
+    },
     # The paper's Table 2, at one token budget (as configured: Adam).
     "ablations": {
         "full": {},

@@ -7,6 +7,9 @@ For each graph layer l and head h:
   θ_j = w^l · q_j + c^l   ('query'; computed as (W_q w)·query_j + (b_q·w + c))
                            or   θ = b^l   ('scalar')
   G_ji = ReLU(s_ji − θ_j)² / (Σ_i ReLU(s_ji − θ_j)² + 1e-16),  i < j only.
+With `distance_prior` (beyond the paper), each weight is also multiplied by a
+learned exp(β^{l,h}(j − i)) before the normalisation
+(`ops.sparse_graph.distance_reweight`).
 Graphs are [batch, L, K, T_target, T_source]; row j (target) sums to 1, or to
 0 when no source survives (always for j = 0).
 
@@ -33,7 +36,8 @@ from glomo_jax.models.causal_conv import CausalConvStack
 from glomo_jax.models.initializers import fan_in_uniform
 from glomo_jax.models.pixel_conv import PixelConvStack
 from glomo_jax.ops.dense import dense, row_major_transpose
-from glomo_jax.ops.sparse_graph import allowed_sources, normalize_graph
+from glomo_jax.ops.sparse_graph import (allowed_sources, distance_buckets,
+                                        distance_reweight, normalize_graph)
 
 
 def project_heads(x: jax.Array, kernel: jax.Array, bias: jax.Array) -> jax.Array:
@@ -111,6 +115,12 @@ class GraphPredictor(nn.Module):
       elif c.threshold == "scalar":   # the authors' sparse_mode 2 starts at 1e-4
         self.threshold_bias = self.param("threshold_bias", nn.initializers.constant(1e-4),
                                          (L,), pd)
+    if c.distance_prior:
+      if self.image_shape is not None:
+        raise ValueError("distance_prior is for text units, not pixels")
+      init = lambda key, shape, dtype: jnp.broadcast_to(
+          -c.distance_prior_init * jnp.log(jnp.arange(1, shape[-1] + 1, dtype=dtype)), shape)
+      self.distance_logits = self.param("distance_logits", init, (L, K, c.distance_prior), pd)
     # Same mask for every position of a sequence; a no-op at rate 0 or in eval.
     self.input_dropout = nn.Dropout(c.dropout, broadcast_dims=(1,))
 
@@ -198,4 +208,8 @@ class GraphPredictor(nn.Module):
     allowed = allowed_sources(length, mask, rows)
     if mask is not None:
       allowed = allowed[:, None]                       # [batch, 1, 1, R, T]
-    return normalize_graph(scores.astype(gdt), threshold, allowed, c.sparsity)
+    graph = normalize_graph(scores.astype(gdt), threshold, allowed, c.sparsity)
+    if c.distance_prior:
+      graph = distance_reweight(graph, self.distance_logits[layers],
+                                distance_buckets(length, c.distance_prior, rows))
+    return graph

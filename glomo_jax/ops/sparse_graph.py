@@ -109,3 +109,34 @@ def _squared_relu_graph_bwd(res, g):
 
 
 _squared_relu_graph.defvjp(_squared_relu_graph_fwd, _squared_relu_graph_bwd)
+
+
+def distance_buckets(length: int, buckets: int, rows: jax.Array | None = None) -> jax.Array:
+  """int [R, T]: the bucket of distance d = j − i for target j (all T rows,
+  or `rows`) and source i: d − 1 for 1 ≤ d < buckets, buckets − 1 beyond;
+  pairs with d ≤ 0 get bucket 0 (they are never allowed sources)."""
+  targets = jnp.arange(length) if rows is None else jnp.asarray(rows)
+  d = targets[:, None] - jnp.arange(length)[None, :]
+  return jnp.clip(d, 1, buckets) - 1
+
+
+def distance_reweight(graph: jax.Array, logits: jax.Array, buckets: jax.Array) -> jax.Array:
+  """A graph reweighted by a prior over distances, rows renormalised.
+
+  G'_ji = G_ji · exp(β(j − i)) / (Σ_i G_ji · exp(β(j − i)) + 1e-16). For the
+  squared-ReLU graph G = a²/Σa² this is a² · exp(β) normalised: a row's
+  support and its emptiness are unchanged, so causality and padding are
+  too, and rows still sum to 1 or 0.
+
+  Args:
+    graph: [batch, L', K, R, T] rows summing to 1 or 0.
+    logits: β, [L', K, n_buckets].
+    buckets: int [R, T] (`distance_buckets`).
+
+  Returns:
+    the reweighted graph, [batch, L', K, R, T], in the graph's dtype.
+  """
+  beta = logits.astype(graph.dtype)[:, :, buckets]            # [L', K, R, T]
+  weight = jnp.exp(beta - jax.lax.stop_gradient(jnp.max(beta, axis=-1, keepdims=True)))
+  w = graph * weight[None]
+  return w / (jnp.sum(w, axis=-1, keepdims=True) + EPSILON)
