@@ -14,6 +14,7 @@ import random
 import signal
 import subprocess
 import time
+import zlib
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 os.environ.setdefault("JAX_PLATFORMS", "cpu")
@@ -135,23 +136,38 @@ def tiny_export(tmp_path_factory):
                                 random_variables(config, graphs_only=True), tokenizer)
 
 
-def kill_during_run(cmd, checkpoints, last_target: int) -> None:
-  """Starts `cmd` (from the repository root) and kills it with SIGKILL a
-  random moment after its checkpoint directory first holds a step at or past
-  a random target in [2, last_target]; fails if the run ended first."""
-  proc = subprocess.Popen(cmd, cwd=REPO, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-  target = random.Random().randint(2, last_target)
+def kill_seed(name: str) -> int:
+  """The seed of a test's kill points: $GLOMO_JAX_KILL_SEED if set (to replay
+  a failure), else fixed by the test's name."""
+  return int(os.environ.get("GLOMO_JAX_KILL_SEED", zlib.crc32(name.encode())))
+
+
+def wait_for_checkpoint(checkpoints, target: int, procs) -> None:
+  """Waits until `checkpoints` holds a step ≥ target or a process ends."""
   deadline = time.time() + 300
-  while time.time() < deadline and proc.poll() is None:
+  while time.time() < deadline and all(p.poll() is None for p in procs):
     done = ([int(d) for d in os.listdir(checkpoints) if d.isdigit()]
             if os.path.isdir(checkpoints) else [])
     if done and max(done) >= target:
-      break
+      return
     time.sleep(0.02)
-  time.sleep(random.random() * 0.3)
+
+
+def kill_during_run(cmd, checkpoints, last_target: int, seed: int) -> None:
+  """Starts `cmd` (from the repository root) and kills it with SIGKILL once
+  its checkpoint directory holds a step at or past a target drawn from
+  [2, last_target], after a drawn delay of up to 0.3 s (both from `seed`,
+  which a failure names); fails if the run ended first."""
+  rng = random.Random(seed)
+  target, delay = rng.randint(2, last_target), rng.random() * 0.3
+  proc = subprocess.Popen(cmd, cwd=REPO, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+  wait_for_checkpoint(checkpoints, target, [proc])
+  time.sleep(delay)
   proc.send_signal(signal.SIGKILL)
   proc.wait()
-  assert proc.returncode == -signal.SIGKILL, "the run finished before it could be killed"
+  assert proc.returncode == -signal.SIGKILL, (
+      f"the run finished before it could be killed (kill seed {seed}: target step "
+      f"{target}, delay {delay:.3f} s; GLOMO_JAX_KILL_SEED={seed} replays it)")
 
 
 def assert_trees_equal(a, b) -> None:

@@ -133,3 +133,25 @@ def test_config_validation():
     SyntheticConfig(min_sentences=5, max_sentences=2)
   with pytest.raises(ValueError, match="shard_index"):
     list(generate_corpus(CONFIG, 3, 3))
+
+
+def test_the_demo_corpus_is_pinned():
+  """README's demo figures depend on the exact order of the generator's
+  random draws: the demo's corpus (3,000 documents, seed 0: words, arcs and
+  their kinds) has this fingerprint. A change to the grammar or to the
+  draws must update it, and README's demo tables with it."""
+  import hashlib  # noqa: PLC0415
+  import sys  # noqa: PLC0415
+  from conftest import REPO  # noqa: PLC0415
+  sys.path.insert(0, REPO)
+  from experiments.configs import demo  # noqa: PLC0415
+  spec = demo.get_config().corpus.synthetic
+  assert (spec.num_documents, spec.seed) == (3000, 0)
+  digest = hashlib.sha256()
+  for doc in generate_corpus(SyntheticConfig(num_documents=spec.num_documents, seed=spec.seed)):
+    digest.update(doc.text.encode())
+    digest.update(b"\n")
+    digest.update(doc.arcs.tobytes())
+    digest.update(doc.kinds.tobytes())
+  assert digest.hexdigest() == (
+      "19c4afa938bd0029ff908ff630c82001e5f727b2aa782784d5a6b2825c435eda")

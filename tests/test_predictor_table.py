@@ -9,7 +9,7 @@ import sys
 import pytest
 
 from conftest import REPO
-from experiments.predictor_table import parse_row, row_config, table_rows
+from experiments.table_rows import parse_row, row_config, table_rows
 
 # words of the built-in language, one piece each for the demo's word tokenizer
 CONLLU = """# text = the dog near the cats runs .

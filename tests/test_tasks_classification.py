@@ -20,7 +20,7 @@ from glomo_jax.tasks import (ClassificationTask, TaskGraphs, TransferConfig, bui
                              run_transfer)
 from glomo_jax.tasks.transfer_config import ClassifierOptions, OptimOptions, TaskFiles
 from glomo_jax.transfer.align import word_graphs
-from conftest import (REPO, assert_trees_equal, kill_during_run, nli_records, reviews,
+from conftest import (REPO, assert_trees_equal, kill_during_run, kill_seed, nli_records, reviews,
                       write_jsonl)
 
 ONE = jax.devices()[:1]  # in-process runs on one device: cheaper compiles
@@ -150,7 +150,9 @@ def test_downstream_run_killed_at_a_random_moment_resumes_bit_identical(tmp_path
   out = run(transfer_cmd(straight, train, test))
   assert out.returncode == 0, out.stderr[-3000:]
 
-  kill_during_run(transfer_cmd(killed, train, test), killed / "checkpoints", 13)
+  seed = kill_seed("test_downstream_run_killed_at_a_random_moment")
+  print(f"kill seed {seed} (GLOMO_JAX_KILL_SEED={seed} replays this test's kill point)")
+  kill_during_run(transfer_cmd(killed, train, test), killed / "checkpoints", 13, seed)
   out = run(transfer_cmd(killed, train, test))
   assert out.returncode == 0, out.stderr[-3000:]
   assert "resumed from the checkpoint at step" in out.stderr

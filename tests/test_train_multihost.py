@@ -22,7 +22,8 @@ import jax
 import numpy as np
 import orbax.checkpoint as ocp
 
-from conftest import REPO, assert_trees_equal, xla_flags_with_devices
+from conftest import (REPO, assert_trees_equal, kill_seed, wait_for_checkpoint,
+                      xla_flags_with_devices)
 
 STEPS = 8
 
@@ -96,15 +97,12 @@ def test_two_hosts_train_as_one_and_resume_exactly_after_a_sigkill(tmp_path):
 
   # SIGKILL one process after a random checkpoint; its partner is then lost too.
   killed, logs = tmp_path / "killed", [tmp_path / f"killed{i}.log" for i in range(2)]
+  seed = kill_seed("test_two_hosts_sigkill")
+  print(f"kill seed {seed} (GLOMO_JAX_KILL_SEED={seed} replays this test's kill point)")
+  rng = random.Random(seed)
+  target, victim = rng.randint(2, STEPS - 2), rng.randrange(2)
   procs = start_hosts(pretrain_cmd(killed), logs)
-  target, deadline = random.Random().randint(2, STEPS - 2), time.time() + 300
-  checkpoints = killed / "checkpoints"
-  while time.time() < deadline and all(p.poll() is None for p in procs):
-    done = [int(d) for d in os.listdir(checkpoints) if d.isdigit()] if checkpoints.exists() else []
-    if done and max(done) >= target:
-      break
-    time.sleep(0.02)
-  victim = random.Random().randrange(2)
+  wait_for_checkpoint(killed / "checkpoints", target, procs)
   procs[victim].send_signal(signal.SIGKILL)
   procs[victim].wait()
   procs[1 - victim].send_signal(signal.SIGKILL)

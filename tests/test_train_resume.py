@@ -16,7 +16,7 @@ import pytest
 from glomo_jax.pretraining import PretrainConfig, train_and_evaluate
 from glomo_jax.train import Checkpointer, NonFiniteLossError, UnrestorableCheckpointError
 from glomo_jax.train.checkpoint import shapes_by_path
-from conftest import assert_trees_equal, kill_during_run
+from conftest import assert_trees_equal, kill_during_run, kill_seed
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 STEPS = 8
@@ -48,7 +48,9 @@ def test_sigkill_at_a_random_moment_then_resume_gives_identical_params(tmp_path)
   out = run(pretrain_cmd(straight, export=True), env=default_cache)
   assert out.returncode == 0, out.stderr[-3000:]
 
-  kill_during_run(pretrain_cmd(killed), os.path.join(killed, "checkpoints"), STEPS - 2)
+  seed = kill_seed("test_sigkill_at_a_random_moment")
+  print(f"kill seed {seed} (GLOMO_JAX_KILL_SEED={seed} replays this test's kill point)")
+  kill_during_run(pretrain_cmd(killed), os.path.join(killed, "checkpoints"), STEPS - 2, seed)
   out = run(pretrain_cmd(killed))
   assert out.returncode == 0, out.stderr[-3000:]
   assert "resumed from the checkpoint at step" in out.stderr
@@ -163,19 +165,20 @@ def test_sigterm_saves_a_checkpoint_and_the_next_run_resumes(tmp_path):
   cmd = pretrain_cmd(workdir) + ["--config.checkpoint_every=1000", "--config.num_steps=400",
                                  "--config.eval_every=1000", "--config.log_every=50"]
   env = {k: v for k, v in os.environ.items() if k not in ("GLIBC_TUNABLES", "GLOMO_JAX_CPU_TUNING")}
-  proc = subprocess.Popen(cmd, cwd=REPO, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
-                          text=True, env=env)
-  tb = os.path.join(workdir, "tensorboard")
+  log = tmp_path / "stderr.txt"
+  with open(log, "w", encoding="utf-8") as stderr:
+    proc = subprocess.Popen(cmd, cwd=REPO, stdout=subprocess.DEVNULL, stderr=stderr, env=env)
+  # SIGTERM once the run has logged step 50 of 400: training, well before the end
   deadline = time.time() + 300
-  while time.time() < deadline and not (os.path.isdir(tb) and os.listdir(tb)):
-    time.sleep(0.1)
+  while time.time() < deadline and proc.poll() is None and "step 50/400" not in log.read_text():
+    time.sleep(0.05)
   # the run's own environment: no glibc settings unless GLOMO_JAX_CPU_TUNING=1
   # (tests/test_entry_point_errors.py runs the pretraining entry point with it)
   with open(f"/proc/{proc.pid}/environ", "rb") as f:
     assert b"GLIBC_TUNABLES=" not in f.read()
-  time.sleep(3.0)                                   # well inside the 400 steps
   proc.send_signal(signal.SIGTERM)
-  _, err = proc.communicate(timeout=300)
+  proc.wait(timeout=300)
+  err = log.read_text()
   assert proc.returncode == 0, err[-3000:]
   assert "SIGTERM" in err
   saved = [int(d) for d in os.listdir(os.path.join(workdir, "checkpoints")) if d.isdigit()]

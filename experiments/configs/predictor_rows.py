@@ -30,8 +30,6 @@ ROW_SETS = {
         "adam_clip0.25": {"clip_norm": 0.25},
         "sgd": AUTHORS_SGD,
         "sgd_noclip": _with(AUTHORS_SGD, clip_norm=0.0),
-        "sgd_lr4": _with(AUTHORS_SGD, learning_rate=4.0),
-        "sgd_lr16": _with(AUTHORS_SGD, learning_rate=16.0),
     },
     "structure": {
         "sgd_every_position": _with(AUTHORS_SGD, **{"model.sample_positions": 0},
