@@ -60,6 +60,19 @@ def from_dict(cls, values: Mapping[str, Any], where: str | None = None):
 _Config = TypeVar("_Config", bound="DictConfig")
 
 
+def fused_graph_unsupported(config) -> str | None:
+  """What of `config` the fused graph kernel (`ops.pallas.graph_mix`) does not
+  compute, or None: it forms Eq. 1's squared-ReLU graph of a decoupled
+  predictor, for the context objective's start states."""
+  if config.sparsity != "squared_relu":
+    return f"sparsity={config.sparsity!r} (only 'squared_relu')"
+  if not config.decoupled:
+    return "the coupled predictor (decoupled=False)"
+  if config.objective != "context":
+    return f"objective={config.objective!r} (only 'context')"
+  return None
+
+
 class DictConfig:
   """Base of the library's config dataclasses: built from and written to
   plain (nested) dicts, copied with changes."""
@@ -84,6 +97,7 @@ _CHOICES = {
     "objective": ("context", "sentence"),
     "dtype": ("float32", "bfloat16", "float64", "float16"),
     "param_dtype": ("float32", "float64"),
+    "kernels": ("reference", "fused", "fused_loss", "fused_graph"),
 }
 
 
@@ -135,6 +149,15 @@ class ModelConfig(DictConfig):
     param_dtype: storage dtype of parameters.
     bn_momentum: weight of the old running statistics (PyTorch 0.1 ⇒ 0.9).
     bn_epsilon: BatchNorm / LayerNorm epsilon (PyTorch 1e-5).
+    kernels: the ops of the training path: 'reference' (the jax ops), or the
+      fused Pallas kernels of `glomo_jax.ops.pallas`, the same numbers to
+      float tolerance: 'fused_loss' (the tied softmax cross-entropy),
+      'fused_graph' (Eq. 1's graphs mixed into the features without forming
+      them, for `GLoMo`'s loss; its `graphs` and `features`, the export and
+      the transfer keep the dense graphs) or 'fused' (both). Interpreted,
+      slowly, off GPUs and TPUs (tests); 'fused_graph' has no TPU form and
+      needs squared_relu sparsity, a decoupled predictor and the context
+      objective (`fused_graph_unsupported`).
   """
 
   vocab_size: int = 1000
@@ -162,6 +185,7 @@ class ModelConfig(DictConfig):
   param_dtype: str = "float32"
   bn_momentum: float = 0.9
   bn_epsilon: float = 1e-5
+  kernels: str = "reference"
 
   def __post_init__(self):
     for name, allowed in _CHOICES.items():
@@ -189,6 +213,21 @@ class ModelConfig(DictConfig):
                        "one slice per head)")
     if not 0.0 <= self.dropout < 1.0:
       raise ValueError(f"ModelConfig.dropout must be in [0, 1), got {self.dropout}")
+    unsupported = fused_graph_unsupported(self)
+    if self.fused_graph and unsupported:
+      raise ValueError(f"ModelConfig.kernels={self.kernels!r}: the fused graph kernel does "
+                       f"not compute {unsupported}; use kernels='reference' or 'fused_loss'")
+
+  # ---- kernels ------------------------------------------------------------
+  @property
+  def fused_loss(self) -> bool:
+    """The tied softmax cross-entropy runs as the fused Pallas kernel."""
+    return self.kernels in ("fused", "fused_loss")
+
+  @property
+  def fused_graph(self) -> bool:
+    """The training path mixes features with the fused graph kernel."""
+    return self.kernels in ("fused", "fused_graph")
 
   # ---- dtypes -------------------------------------------------------------
   @property
