@@ -89,3 +89,9 @@ def test_no_graph_sized_array_in_the_compiled_program():
   hlo = f.lower(*args).compile().as_text()
   assert f",{t},{t}]" not in hlo and f"[{t},{t}]" not in hlo
   assert f"f32[{br},{br}]" in hlo
+
+
+def test_compiled_gpu_form_refuses_widths_triton_cannot_load():
+  args, _ = case(jnp.float32, None)       # H = 3, slices of 2
+  with pytest.raises(ValueError, match="powers of two.*head_dim"):
+    fused_graph_mix(*args, form="gpu", interpret=False)

@@ -16,6 +16,13 @@ last, sequential axis with the accumulators in VMEM scratch). Off those
 platforms (the CPU) a form runs in Pallas interpret mode: the same kernel
 body evaluated by XLA, which is how the tests check every form against its
 reference. The TPU forms are written but have never run on a TPU.
+
+Compiled for a GPU, Triton loads only tensors whose sizes are powers of two:
+the feature width d (the loss) and the head widths H and d / K (the graph
+kernel) must be. A `pallas_call` is one device's program: under a mesh of
+several devices XLA does not partition it (the tests' 8 CPU devices run the
+interpreted form, which is plain XLA); the kernels are meant for one device
+until they are wrapped in `shard_map`.
 """
 from __future__ import annotations
 
@@ -56,6 +63,17 @@ def kernel_mode(form: str | None = None, interpret: bool | None = None) -> Kerne
   if interpret is None:
     interpret = native != form
   return KernelMode(form, bool(interpret))
+
+
+def check_triton_widths(mode: KernelMode, **widths: int) -> None:
+  """Raises ValueError unless every width is a power of two, for a compiled
+  GPU kernel (interpret mode and the TPU form take any width)."""
+  if mode.interpret or mode.form != "gpu":
+    return
+  bad = {k: v for k, v in widths.items() if v & (v - 1)}
+  if bad:
+    raise ValueError(f"the Triton form of a fused kernel needs widths that are powers of "
+                     f"two; got {bad}: use ModelConfig.kernels='reference'")
 
 
 def round_up(n: int, multiple: int) -> int:

@@ -31,7 +31,7 @@ import jax.numpy as jnp
 from jax import lax
 from jax.experimental import pallas as pl
 
-from glomo_jax.ops.pallas import KernelMode, kernel_mode, round_up
+from glomo_jax.ops.pallas import KernelMode, check_triton_widths, kernel_mode, round_up
 from glomo_jax.ops.sparse_graph import EPSILON
 
 # (target rows, sources) per block; Triton needs powers of two.
@@ -75,6 +75,7 @@ def fused_graph_mix(q: jax.Array, k: jax.Array, theta: jax.Array, values: jax.Ar
   if k.shape[:3] != (b, heads, t) or theta.shape != (b, heads, r) or d % heads:
     raise ValueError(f"q {q.shape}, k {k.shape}, theta {theta.shape} and values "
                      f"{values.shape} do not fit [B, K, R, H], [B, K, T, H], [B, K, R], [B, T, K·C]")
+  check_triton_widths(mode, head_dim=q.shape[3], slice_width=d // heads)
   br = min(block_rows or DEFAULT_BLOCKS[0], pl.next_power_of_2(r))
   bs = min(block_sources or DEFAULT_BLOCKS[1], pl.next_power_of_2(t))
   plan = Plan(br, bs, rows is None, mode)

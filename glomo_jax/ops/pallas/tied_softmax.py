@@ -41,7 +41,7 @@ import jax.numpy as jnp
 from jax import lax
 from jax.experimental import pallas as pl
 
-from glomo_jax.ops.pallas import KernelMode, kernel_mode, round_up
+from glomo_jax.ops.pallas import KernelMode, check_triton_widths, kernel_mode, round_up
 
 # (block_rows, block_vocab) per form: Triton needs powers of two, and the
 # rows kernel keeps a [block_rows, d] float32 accumulator per block; Mosaic
@@ -96,6 +96,7 @@ def fused_tied_softmax_cross_entropy(hidden: jax.Array, table: jax.Array,
     raise ValueError(f"targets {targets.shape} and weights {weights.shape} must "
                      f"be [{hidden.shape[0]}]")
   mode = kernel_mode(form, interpret)
+  check_triton_widths(mode, dim=hidden.shape[1])
   rows, vocab = DEFAULT_BLOCKS[mode.form]
   # no larger than the arrays (Triton: a power of two; Mosaic: a multiple of 8)
   fit = pl.next_power_of_2 if mode.form == "gpu" else (lambda k: round_up(k, 8))
