@@ -4,7 +4,7 @@ PY ?= python3
 VENV ?= .venv
 BIN := $(VENV)/bin
 
-.PHONY: install install-test test demo equivalence bench bench-all bench-gpu clean
+.PHONY: install install-test test demo equivalence bench bench-all bench-gpu bench-gpu-kernels clean
 
 $(BIN)/python:
 	$(PY) -m venv $(VENV)
@@ -53,6 +53,15 @@ bench-all: install
 GPU_STAGES ?= env equivalence xlaflags small paper tf32 positions profile
 bench-gpu:
 	PYTHON=$(BIN)/python benchmarks/gpu_run.sh $(PEER) benchmarks/results/gpu $(GPU_STAGES)
+
+# The fused Pallas kernels on a GPU (issue 48): each kernel against its
+# reference op, the step at B 32 (with the peer) and at the largest batch
+# (an estimated 8 minutes on an H100, unmeasured; WORKSPACE.md has the
+# lent-GPU recipe).
+# More stages: cmdbuf, pipeline (benchmarks/gpu_run.sh).
+GPU_KERNEL_STAGES ?= env kernels fused32 maxbatch
+bench-gpu-kernels:
+	PYTHON=$(BIN)/python benchmarks/gpu_run.sh $(PEER) benchmarks/results/gpu $(GPU_KERNEL_STAGES)
 
 clean:
 	rm -rf $(VENV) build *.egg-info

@@ -23,6 +23,29 @@
 #   profile      benchmarks/profile_step.py at paper, float32 and bfloat16: where
 #                the GPU time goes, by kernel kind and by Flax module
 #
+# The fused Pallas kernels (ModelConfig.kernels; KERNELS, default fused, is
+# the variant measured against the reference ops; every timed glomo_jax step
+# below fetches its loss after every 10th step only, as the training loop):
+#   kernels      benchmarks/kernel_speed.py, bfloat16: the fused tied softmax
+#                (four block settings) and the fused graph mixing (every row,
+#                20 rows) each against its reference op at the paper's shapes,
+#                with the outputs' largest difference on this device
+#   fused32      config paper, bfloat16, B 32: the KERNELS step and the
+#                reference step paired in one process, then the peer
+#                (--kernel_ratio): step, TFLOP/s and share of the same-run
+#                matmul peak, XLA memory, tokens/s against the peer
+#   maxbatch     the same without the peer at the largest batch that fits
+#                (benchmarks/pick_batch.py from fused32's memory; halved once
+#                if that fails)
+#   cmdbuf       config paper, bfloat16, KERNELS: XLA command buffers as XLA
+#                sets them, off, and for every kind of command (tuning.py's
+#                GPU_COMMAND_BUFFERS_*), alternating processes
+#   pipeline     experiments.accelerator_pipeline's pretraining stage for
+#                PIPELINE_MINUTES (default 4) with each of PIPELINE_KERNELS
+#                (default "fused"), data in PIPELINE_DATA (default .gpu/data),
+#                the tokenizer PIPELINE_TOKENIZER (default .gpu/tokenizer.model);
+#                needs ml_collections and tensorboardX (WORKSPACE.md)
+#
 # ROUNDS (default 2) sets the rounds of the timed stages.
 #
 # PYTHON (default python3) must have jax with CUDA and torch with CUDA. Results
@@ -45,6 +68,14 @@ BENCH=("$PY" benchmarks/pretrain_step.py --peer "$PEER" --peer_python "$PY"
 SMALL=(--config small --steps 40 --warmup 10 --rounds "${ROUNDS:-2}")
 PAPER=(--config paper --steps 20 --warmup 5 --rounds "${ROUNDS:-2}")
 FLAG_SETS=("--xla_gpu_enable_triton_gemm=false" "--xla_gpu_autotune_level=0")
+KERNELS=${KERNELS:-fused}
+JAX_BENCH=("$PY" benchmarks/pretrain_step.py --peak_sizes 4096,8192 --peak_inner 10
+           --timeout 400)
+FUSED=(--config paper --dtype bfloat16 --kernels "$KERNELS" --sync_every 10 --steps 20
+       --warmup 4 --rounds 1 --timeout 450)
+tuning_flags() {  # a constant of glomo_jax/tuning.py (which imports no JAX)
+  "$PY" -c "import sys; sys.path.insert(0, 'glomo_jax'); import tuning; print(tuning.$1)"
+}
 
 for stage in "$@"; do
   echo "=== stage $stage ($(date -u +%H:%M:%S))"
@@ -103,6 +134,40 @@ EOF
     chunks)
       for rows in ${CHUNK_SIZES:-1920 3840}; do
         "${BENCH[@]}" "${PAPER[@]}" --float32_matmul highest --loss_chunk_size "$rows"
+      done
+      ;;
+    kernels)
+      "$PY" benchmarks/kernel_speed.py --dtype bfloat16 --results_dir "$OUTDIR/results"
+      ;;
+    fused32)
+      "${BENCH[@]}" "${FUSED[@]}" --kernel_ratio --results_dir "$OUTDIR/results/fused32"
+      ;;
+    maxbatch)
+      bsz=$("$PY" benchmarks/pick_batch.py "$OUTDIR/results/fused32")
+      echo "largest batch expected to fit: ${bsz:-none}"
+      for b in $bsz $((${bsz:-0} / 2)); do
+        [ "$b" -gt 0 ] || break
+        "${JAX_BENCH[@]}" "${FUSED[@]}" --kernel_ratio --bsz "$b" \
+            --results_dir "$OUTDIR/results/maxbatch$b"
+        grep -q '"paired_ratio_median"' "$OUTDIR/results/maxbatch$b/pretrain_step.jsonl" && break
+      done
+      ;;
+    cmdbuf)
+      "${JAX_BENCH[@]}" "${FUSED[@]}" --peak_sizes "" --results_dir "$OUTDIR/results/cmdbuf" \
+          --xla_flag_sets "|$(tuning_flags GPU_COMMAND_BUFFERS_OFF_XLA_FLAGS)|$(tuning_flags \
+          GPU_COMMAND_BUFFERS_ALL_XLA_FLAGS)"
+      ;;
+    pipeline)
+      for k in ${PIPELINE_KERNELS:-fused}; do
+        work=${PIPELINE_WORKDIR:-/tmp/glomo_pipeline}/$k
+        mkdir -p "$work"
+        cp -n "${PIPELINE_TOKENIZER:-.gpu/tokenizer.model}" "$work/"
+        minutes=${PIPELINE_MINUTES:-4}
+        "$PY" -m experiments.accelerator_pipeline --data="${PIPELINE_DATA:-.gpu/data}" \
+            --workdir="$work" --out="$OUTDIR/pipeline_$k" --stages=pretrain \
+            --pretrain_minutes="$minutes" --budget_minutes="$("$PY" -c "print($minutes + 1.5)")" \
+            --pretrain_flags="--config.model.kernels=$k"
+        cp -r "$work/pretrain/tensorboard" "$OUTDIR/pipeline_$k/" 2>/dev/null
       done
       ;;
     *)

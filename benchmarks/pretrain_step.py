@@ -7,7 +7,10 @@ forward, backward, global-norm clip 0.25, SGD lr 8 momentum 0.2) at the
 peer's named configs (`small`, `paper`; the same d, V, bsz, bptt, layers,
 heads, samples as ``CONFIGS`` in ``shared/peers/glomo_torch_reference.py``).
 Each step draws a random ``[bsz, bptt]`` token batch on the host, transfers
-it and blocks on the loss, as the peer does.
+it and blocks on the loss, as the peer does; with ``--sync_every N`` the loss
+is fetched after every N-th step only (the training loop's steady state,
+which fetches its metrics when it reports) and a step's time is its block's
+mean.
 
 Modes (every measurement runs in a fresh subprocess of this script, called
 with ``--worker JOB``, which prints one JSON line):
@@ -35,6 +38,15 @@ with ``--worker JOB``, which prints one JSON line):
   the sampled step, both compiled in one process and alternated on the same
   batches; per ``--rounds`` process, the medians, the median of the paired
   ratios and the FLOP ratio.
+* ``--kernel_ratio``: the step with the ``--kernels`` Pallas kernels against
+  the reference ops, both compiled in one process and alternated on the same
+  batches (with ``--peer``, the peer alternates with that process); the
+  medians, the median of the paired ratios, TFLOP/s and the share of the
+  matmul peak of each, XLA's memory of each executable.
+* ``--xla_flag_sets 'A|B|…'``: glomo_jax under each XLA_FLAGS setting
+  (appended to the environment's), alternating fresh processes for
+  ``--rounds`` rounds (e.g. XLA command buffers on and off); each setting's
+  median step and its ratio to the first.
 * ``--tuning_ratio``: glomo_jax with the CPU tuning and without (the
   library's default), alternating fresh processes (A B A B …) for
   ``--rounds`` rounds at the same config; the median step of each and their
@@ -64,7 +76,7 @@ for path in (HERE, os.path.dirname(HERE)):  # stepbench, and glomo_jax for the w
   if path not in sys.path:
     sys.path.insert(0, path)
 
-from stepbench import modes, workers  # noqa: E402
+from stepbench import kernel_modes, modes, workers  # noqa: E402
 from stepbench.configs import (CONFIGS, DEFAULT_PEER, DEFAULT_RESULTS,  # noqa: E402
                                DEFAULT_WIKI, FLOAT32_MATMUL, resolve)
 
@@ -82,6 +94,14 @@ def build_parser() -> argparse.ArgumentParser:
   p.add_argument("--dtype", choices=["float32", "bfloat16"], default="float32",
                  help="compute dtype (params stay float32 in glomo_jax; the peer casts "
                       "its whole model)")
+  p.add_argument("--kernels", choices=["reference", "fused", "fused_loss", "fused_graph"],
+                 default="reference", help="ModelConfig.kernels of glomo_jax's model")
+  p.add_argument("--sync_every", type=int, default=1,
+                 help="fetch the loss after every N-th step only (1: every step, as the peer)")
+  p.add_argument("--kernel_ratio", action="store_true",
+                 help="the --kernels step against the reference ops, paired in one process")
+  p.add_argument("--xla_flag_sets", default=None, metavar="'A|B'",
+                 help="alternate glomo_jax processes under each XLA_FLAGS setting")
   p.add_argument("--loss_chunk_size", type=int, default=None,
                  help="rows of the tied softmax per chunk (default: ModelConfig's)")
   p.add_argument("--steps", type=int, default=10, help="timed steps per run")
@@ -162,6 +182,10 @@ def main(argv=None) -> None:
     modes.position_ratio(args)
   elif args.tuning_ratio:
     modes.tuning_ratio(args)
+  elif args.kernel_ratio:
+    kernel_modes.kernel_ratio(args)
+  elif args.xla_flag_sets is not None:
+    kernel_modes.flags_ratio(args)
   else:
     modes.step(args)
 

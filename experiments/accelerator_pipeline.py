@@ -68,6 +68,9 @@ _BUDGET = flags.DEFINE_float("budget_minutes", 9.0,
                              "This invocation's time: running work gets SIGTERM then.")
 _PRETRAIN_MINUTES = flags.DEFINE_float("pretrain_minutes", 4.0,
                                        "Pretraining wall time over all invocations.")
+_PRETRAIN_FLAGS = flags.DEFINE_string(
+    "pretrain_flags", "", "More flags of the pretraining run, e.g. "
+    "'--config.model.kernels=fused' (benchmarks/gpu_run.sh stage pipeline).")
 _SEEDS = flags.DEFINE_list("seeds", ["0", "1", "2"], "Seeds of every transfer variant.")
 _VARIANTS = flags.DEFINE_list("variants", ["baseline", "uniform", "embeddings"],
                               "Transfer variants.")
@@ -188,7 +191,8 @@ class Pipeline:
         sys.executable, "-m", "experiments.pretrain", f"--config={self.config('wiki_accelerator')}",
         f"--config.corpus.pattern={self.corpus_pattern(parts)}",
         f"--config.tokenizer_path={os.path.join(self.workdir, 'tokenizer.model')}",
-        f"--workdir={self.pretrain_dir}"], until=began + remaining)
+        f"--workdir={self.pretrain_dir}"] + shlex.split(_PRETRAIN_FLAGS.value),
+        until=began + remaining)
     self.state["pretrain_seconds"] += time.time() - began
     summary = last_json(text)
     if summary is not None:

@@ -60,6 +60,21 @@ def from_dict(cls, values: Mapping[str, Any], where: str | None = None):
 _Config = TypeVar("_Config", bound="DictConfig")
 
 
+def fused_graph_unsupported(config) -> str | None:
+  """What of `config` the fused graph kernel (`ops.pallas.graph_mix`) does not
+  compute, or None: it forms Eq. 1's squared-ReLU graph of a decoupled
+  predictor, for the context objective's start states."""
+  if config.sparsity != "squared_relu":
+    return f"sparsity={config.sparsity!r} (only 'squared_relu')"
+  if not config.decoupled:
+    return "the coupled predictor (decoupled=False)"
+  if config.objective != "context":
+    return f"objective={config.objective!r} (only 'context')"
+  if config.distance_prior:
+    return "distance_prior (only 0)"
+  return None
+
+
 class DictConfig:
   """Base of the library's config dataclasses: built from and written to
   plain (nested) dicts, copied with changes."""
@@ -85,6 +100,7 @@ _CHOICES = {
     "dtype": ("float32", "bfloat16", "float64", "float16"),
     "param_dtype": ("float32", "float64"),
     "bn_scale_init": ("ones", "uniform"),
+    "kernels": ("reference", "fused", "fused_loss", "fused_graph"),
 }
 
 
@@ -146,6 +162,15 @@ class ModelConfig(DictConfig):
     distance_prior_init: β starts at −distance_prior_init · ln(d): 0 leaves
       the graphs of the initial parameters unchanged, 1 weights each source
       by 1/d.
+    kernels: the ops of the training path: 'reference' (the jax ops), or the
+      fused Pallas kernels of `glomo_jax.ops.pallas`, the same numbers to
+      float tolerance: 'fused_loss' (the tied softmax cross-entropy),
+      'fused_graph' (Eq. 1's graphs mixed into the features without forming
+      them, for `GLoMo`'s loss; its `graphs` and `features`, the export and
+      the transfer keep the dense graphs) or 'fused' (both). Interpreted,
+      slowly, off GPUs and TPUs (tests); 'fused_graph' has no TPU form and
+      needs squared_relu sparsity, a decoupled predictor, the context
+      objective and no distance prior (`fused_graph_unsupported`).
   """
 
   vocab_size: int = 1000
@@ -176,6 +201,7 @@ class ModelConfig(DictConfig):
   bn_scale_init: str = "ones"
   distance_prior: int = 0
   distance_prior_init: float = 0.0
+  kernels: str = "reference"
 
   def __post_init__(self):
     for name, allowed in _CHOICES.items():
@@ -203,6 +229,21 @@ class ModelConfig(DictConfig):
                        "one slice per head)")
     if not 0.0 <= self.dropout < 1.0:
       raise ValueError(f"ModelConfig.dropout must be in [0, 1), got {self.dropout}")
+    unsupported = fused_graph_unsupported(self)
+    if self.fused_graph and unsupported:
+      raise ValueError(f"ModelConfig.kernels={self.kernels!r}: the fused graph kernel does "
+                       f"not compute {unsupported}; use kernels='reference' or 'fused_loss'")
+
+  # ---- kernels ------------------------------------------------------------
+  @property
+  def fused_loss(self) -> bool:
+    """The tied softmax cross-entropy runs as the fused Pallas kernel."""
+    return self.kernels in ("fused", "fused_loss")
+
+  @property
+  def fused_graph(self) -> bool:
+    """The training path mixes features with the fused graph kernel."""
+    return self.kernels in ("fused", "fused_graph")
 
   # ---- dtypes -------------------------------------------------------------
   @property

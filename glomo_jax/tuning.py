@@ -50,6 +50,16 @@ ONE_CORE_XLA_FLAGS = "--xla_cpu_multi_thread_eigen=false"
 # autotuning them took most of the 267 s compile of the `small` training
 # step (38.7 s without them, the step 17 % slower). Only GPUs read the flag.
 SHORT_GPU_RUN_XLA_FLAGS = "--xla_gpu_enable_triton_gemm=false"
+# XLA command buffers (CUDA graphs: a program's kernels launched as recorded
+# graphs instead of one launch each), opt-in settings that
+# `benchmarks/gpu_run.sh` stage `cmdbuf` measures against XLA's default set
+# of recorded kinds: off, and every kind including loops and conditionals
+# (the tied softmax's scan), however small a graph. Only GPUs read the flags; the product keeps XLA's
+# default until a measurement says otherwise (benchmarks/RESULTS.md).
+GPU_COMMAND_BUFFERS_OFF_XLA_FLAGS = "--xla_gpu_enable_command_buffer="
+GPU_COMMAND_BUFFERS_ALL_XLA_FLAGS = (
+    "--xla_gpu_enable_command_buffer=FUSION,CUBLAS,CUBLASLT,CUSTOM_CALL,CUDNN,WHILE,"
+    "CONDITIONAL --xla_gpu_graph_min_graph_size=1")
 
 
 def with_xla_flags(flags: str, env: dict | None = None) -> str:

@@ -15,6 +15,7 @@ REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 BENCH = os.path.join(REPO, "benchmarks")
 sys.path.insert(0, BENCH)
 
+import pick_batch  # noqa: E402
 import pick_xla_flags  # noqa: E402
 import pretrain_step  # noqa: E402
 import profile_step  # noqa: E402
@@ -92,6 +93,34 @@ def test_xla_flags_choice_is_the_fastest_compile_within_ten_percent_of_the_best_
   with contextlib.redirect_stdout(out), contextlib.redirect_stderr(io.StringIO()):
     pick_xla_flags.main(str(tmp_path), ["--a", "--b", "--missing"])
   assert out.getvalue().strip() == chosen
+
+
+def test_kernel_workers_get_the_kernels_and_the_fetch_interval():
+  argv = driver.worker_argv(bench_args("--kernels", "fused", "--sync_every", "10"),
+                            "kernel_ratio")
+  assert argv[argv.index("--kernels") + 1] == "fused"
+  assert argv[argv.index("--sync_every") + 1] == "10"
+  assert configs.model_config(bench_args("--kernels", "fused_loss")).kernels == "fused_loss"
+  assert configs.model_config(bench_args()).kernels == "reference"
+
+
+def test_largest_batch_from_the_state_and_the_per_row_memory(tmp_path):
+  # 1000 MiB of state; 30 + 2 MiB a batch of 32 rows (1 MiB a row) for the
+  # larger variant: (0.8 · 80000 − 1000) / 1 = 63000 rows, capped at 1024
+  mem = {"reference": {"argument_size_mb": 1000.0, "temp_size_mb": 20.0,
+                       "output_size_mb": 1002.0, "alias_size_mb": 1000.0},
+         "fused": {"argument_size_mb": 1000.0, "temp_size_mb": 30.0,
+                   "output_size_mb": 1002.0, "alias_size_mb": 1000.0}}
+  rec = {"job": "kernel_ratio", "bsz": 32, "xla_memory": mem,
+         "device_memory": {"bytes_limit": 80000.0}}
+  (tmp_path / "pretrain_step.jsonl").write_text(json.dumps({"job": "step"}) + "\n"
+                                                + json.dumps(rec) + "\n")
+  out = io.StringIO()
+  with contextlib.redirect_stdout(out), contextlib.redirect_stderr(io.StringIO()):
+    pick_batch.main(str(tmp_path))
+    pick_batch.main(str(tmp_path), 0.8, 32, 100000)
+    pick_batch.main(str(tmp_path), 0.0126, 32)     # 1008 MiB: 8 rows, at least one multiple
+  assert out.getvalue().split() == ["1024", "62976", "32"]
 
 
 HLO = """\

@@ -51,7 +51,7 @@ def model_config(args):
                  kernel_size=KERNEL, context_length=base["dec_len"],
                  decoder_layers=DEC_LAYERS, sample_positions=args.sample_positions,
                  composition="gru", dropout=0.0, embed_grad_scale_by_freq=True,
-                 dtype=args.dtype)
+                 dtype=args.dtype, kernels=getattr(args, "kernels", "reference"))
   if args.loss_chunk_size:
     changes["loss_chunk_size"] = args.loss_chunk_size
   return ModelConfig.paper(**changes)

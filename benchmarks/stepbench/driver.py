@@ -53,9 +53,12 @@ def worker_argv(args, job: str, **over) -> list[str]:
   values = dict(config=args.config, bsz=args.bsz, bptt=args.bptt,
                 sample_positions=args.sample_positions, dtype=args.dtype,
                 loss_chunk_size=args.loss_chunk_size, seed=args.seed,
-                float32_matmul=args.float32_matmul)
+                float32_matmul=args.float32_matmul, kernels=args.kernels)
   values.update({
-      "step": dict(steps=args.steps, warmup=args.warmup, cpu_tuning=args.cpu_tuning),
+      "step": dict(steps=args.steps, warmup=args.warmup, cpu_tuning=args.cpu_tuning,
+                   sync_every=args.sync_every),
+      "kernel_ratio": dict(steps=args.steps, warmup=args.warmup, cpu_tuning=args.cpu_tuning,
+                           sync_every=args.sync_every),
       "peak": dict(peak_sizes=args.peak_sizes, peak_repeats=args.peak_repeats,
                    peak_inner=args.peak_inner),
       "pipeline": dict(wiki_dir=args.wiki_dir, pipeline_docs=args.pipeline_docs,

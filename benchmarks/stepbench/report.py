@@ -55,7 +55,8 @@ def md_header(args, title: str) -> list[str]:
   return [f"# {title}", "",
           f"- config `{args.config}`: bsz {bsz}, bptt {bptt}, sample_positions "
           f"{args.sample_positions}, dtype {args.dtype}, loss_chunk_size "
-          f"{args.loss_chunk_size or 'default'}; {args.steps} timed steps after "
+          f"{args.loss_chunk_size or 'default'}, kernels {args.kernels}, loss fetched every "
+          f"{args.sync_every} step(s); {args.steps} timed steps after "
           f"{args.warmup} warm-up; {args.rounds} round(s); glomo_jax cpu_tuning {tuned}",
           f"- machine: {m['cpu']}, {m['cores']} cores (affinity {m['affinity']}), load "
           f"average at the start {m['loadavg']}; command `{' '.join(sys.argv)}`", ""]

@@ -85,15 +85,26 @@ def compiled_step(args, mc, phases: dict | None = None):
 
 
 def timed_step(args, mc, compiled):
-  """The step as this benchmark times it: state -> (state, loss). Draws a
-  random [bsz, bptt] int32 batch on the host, sends it to the device, runs
-  the compiled step and fetches the loss (which waits for the device)."""
+  """The step as this benchmark times it: (state, fetch) -> (state, loss).
+  Draws a random [bsz, bptt] int32 batch on the host, sends it to the
+  device, runs the compiled step and, when `fetch`, fetches the loss (which
+  waits for the device; otherwise loss is None and nothing waits)."""
   import jax
   import numpy as np
   host = np.random.default_rng(args.seed + 1)
 
-  def one_step(state):
+  def one_step(state, fetch: bool = True):
     tokens = host.integers(0, mc.vocab_size, (args.bsz, args.bptt), dtype=np.int32)
     state, metrics = compiled(state, {"tokens": jax.device_put(tokens)})
-    return state, float(metrics["loss"])
+    return state, (float(metrics["loss"]) if fetch else None)
   return one_step
+
+
+def timed_block(one_step, state, steps: int):
+  """`steps` steps with the loss fetched after the last only (the training
+  loop's steady state; 1: the peer's step, fetched every step): (state,
+  seconds per step, the last loss)."""
+  t0 = time.perf_counter()
+  for k in range(steps):
+    state, loss = one_step(state, fetch=k == steps - 1)
+  return state, (time.perf_counter() - t0) / steps, loss

@@ -16,7 +16,8 @@ from stepbench.configs import CLIP, CONFIGS, LR, MOMENTUM, model_config
 from stepbench.flops import model_flops
 from stepbench.machine import current_rss_mb, device_memory, jax_info, rss_mb
 from stepbench.pipeline_worker import worker_pipeline
-from stepbench.step import compiled_step, init_state, objective, set_float32_matmul, timed_step
+from stepbench.step import (compiled_step, init_state, objective, set_float32_matmul,
+                            timed_block, timed_step)
 
 
 def worker_step(args) -> dict:
@@ -37,15 +38,15 @@ def worker_step(args) -> dict:
 
   times, losses = [], []
   first_s = None
-  for i in range(args.warmup + args.steps):
-    if i == args.warmup:
+  block = max(1, args.sync_every)     # steps per loss fetch; a time per block
+  warm_blocks = -(-args.warmup // block)
+  for i in range(warm_blocks + -(-args.steps // block)):
+    if i == warm_blocks:
       ru0, c0 = resource.getrusage(resource.RUSAGE_SELF), time.perf_counter()
-    t0 = time.perf_counter()
-    state, loss = one_step(state)
-    dt = time.perf_counter() - t0
+    state, dt, loss = timed_block(one_step, state, block)
     if i == 0:
       first_s = dt
-    if i >= args.warmup:
+    if i >= warm_blocks:
       times.append(dt)
       losses.append(loss)
   ru1, wall = resource.getrusage(resource.RUSAGE_SELF), time.perf_counter() - c0
@@ -77,6 +78,8 @@ def worker_step(args) -> dict:
       "first_exec_s": round(first_s, 3),
       "steps": args.steps,
       "warmup": args.warmup,
+      "sync_every": block,
+      "kernels": mc.kernels,
       "peak_rss_mb": round(rss_mb(), 1),
       "rss_after_compile_mb": round(rss_after_compile, 1),
       "rss_phases_mb": phases,
@@ -220,7 +223,44 @@ def worker_position_ratio(args) -> dict:
           **jax_info()}
 
 
-WORKERS = {"step": worker_step, "peak": worker_peak, "pipeline": worker_pipeline,
+def worker_kernel_ratio(args) -> dict:
+  """The step with the --kernels kernels against the reference ops, both
+  compiled in one process and alternated in blocks of --sync_every steps
+  (the loss fetched after each block) on the same batches."""
+  if args.kernels == "reference":
+    raise SystemExit("--kernel_ratio compares --kernels (not 'reference') with the reference")
+  variants = ("reference", args.kernels)
+  states, steps, memory, compile_s = {}, {}, {}, {}
+  for name in variants:
+    mc = model_config(args).replace(kernels=name)
+    states[name], compiled, _, compile_s[name] = compiled_step(args, mc)
+    steps[name] = timed_step(args, mc, compiled)   # the same seed: the same batches
+    memory[name] = hlo.memory_analysis(compiled)
+  block = max(1, args.sync_every)
+  times, losses = {name: [] for name in variants}, {}
+  for i in range(-(-args.warmup // block) + -(-args.steps // block)):
+    for name in variants:
+      states[name], dt, losses[name] = timed_block(steps[name], states[name], block)
+      if i >= -(-args.warmup // block):
+        times[name].append(dt)
+  ref, fused = (times[name] for name in variants)
+  flops = model_flops(model_config(args), args.bsz, args.bptt)["train"]
+  return {"impl": "glomo_jax", "job": "kernel_ratio", "config_name": args.config,
+          "bsz": args.bsz, "bptt": args.bptt, "dtype": args.dtype, "kernels": args.kernels,
+          "steps": args.steps, "warmup": args.warmup, "sync_every": block,
+          "step_s": {k: [round(t, 5) for t in v] for k, v in times.items()},
+          "median_step_s": {k: statistics.median(v) for k, v in times.items()},
+          "paired_ratio_median": statistics.median(f / r for f, r in zip(fused, ref)),
+          "model_flops": flops,
+          "achieved_flops_per_s": {k: flops / statistics.median(v) for k, v in times.items()},
+          "last_loss": losses,
+          "last_loss_rel_diff": abs(losses[variants[1]] - losses["reference"])
+                                / max(abs(losses["reference"]), 1e-12),
+          "compile_s": compile_s, "xla_memory": memory, "device_memory": device_memory(),
+          **jax_info()}
+
+
+WORKERS = {"kernel_ratio": worker_kernel_ratio, "step": worker_step, "peak": worker_peak, "pipeline": worker_pipeline,
            "loss_curve": worker_loss_curve, "position_ratio": worker_position_ratio}
 
 

@@ -12,6 +12,8 @@ Composition:
 """
 from __future__ import annotations
 
+from typing import Callable
+
 import flax.linen as nn
 import jax
 import jax.numpy as jnp
@@ -61,15 +63,23 @@ class FeaturePredictor(nn.Module):
     With `rows` (int [n]), `graph` holds only those target rows
     ([batch, K, n, T]) and F^l is computed only there: [batch, n, d].
     """
+    return self.compose(layer, h, lambda values: mix_heads(graph, values), rows)
+
+  def compose(self, layer: int, h: jax.Array, mix: Callable[[jax.Array], jax.Array],
+              rows: jax.Array | None = None) -> jax.Array:
+    """F^l from F^{l−1} [batch, T, d], with `mix(values [batch, T, d])` ->
+    [batch, R, d] the graph mixing of layer l (`layer` mixes with a graph;
+    `models.fused_features` with a kernel that forms none). R = T, or the n
+    `rows` (int [n]) at which F^l is computed."""
     c = self.config
     h = h.astype(c.compute_dtype)
     here = h if rows is None else h[:, rows]
     if c.composition == "gru":
-      m = mix_heads(graph, h)
+      m = mix(h)
       return self.gru(jnp.concatenate([m * here, m], axis=-1), here)
     dt = c.compute_dtype
     v = dense(h, self.value_kernel[layer].astype(dt), self.value_bias[layer])
-    return here + mix_heads(graph, v)
+    return here + mix(v)
 
   def __call__(self, x: jax.Array, graphs: jax.Array) -> list[jax.Array]:
     """x: [batch, T, d] embeddings; graphs: [batch, L, K, T, T].

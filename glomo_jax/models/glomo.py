@@ -25,11 +25,13 @@ import jax.numpy as jnp
 from glomo_jax.config import ModelConfig
 from glomo_jax.models.context_decoder import ContextDecoder, context_targets
 from glomo_jax.models.feature_predictor import FeaturePredictor
+from glomo_jax.models.fused_features import fused_top_features_at
 from glomo_jax.models.graph_predictor import GraphPredictor
 from glomo_jax.models.initializers import uniform
 from glomo_jax.models.sentence_objective import sentence_targets
 from glomo_jax.ops.chunked_cross_entropy import tied_softmax_cross_entropy
 from glomo_jax.ops.embedding_lookup import embedding_lookup
+from glomo_jax.ops.pallas.tied_softmax import fused_tied_softmax_cross_entropy
 
 DIRECTIONS = ("fw", "bw")
 
@@ -59,7 +61,12 @@ def top_features_at(graph: GraphPredictor, feats: FeaturePredictor, emb, mask,
 
   Returns:
     [batch, n, d].
+
+  With `ModelConfig.fused_graph` the graphs are never formed: each layer's
+  mixing is the fused kernel (`models.fused_features`), the same numbers.
   """
+  if graph.config.fused_graph:
+    return fused_top_features_at(graph, feats, emb, mask, train, positions)
   lower, top = graph.split_graphs(emb, mask, train, positions)
   h = emb
   for layer in range(lower.shape[1]):
@@ -247,7 +254,9 @@ class GLoMo(nn.Module):
     scaled = [w.astype(c.graph_dtype) / (2.0 * jnp.maximum(n, 1.0))
               for w, n in zip(weights, counts)]
     table = self.embedding.astype(c.compute_dtype)
-    loss, ce = tied_softmax_cross_entropy(
+    cross_entropy = (fused_tied_softmax_cross_entropy if c.fused_loss
+                     else tied_softmax_cross_entropy)
+    loss, ce = cross_entropy(
         jnp.concatenate(hidden), table, jnp.concatenate(targets),
         jnp.concatenate(scaled), c.loss_chunk_size)
     n_fw = weights[0].shape[0]

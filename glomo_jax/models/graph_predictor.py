@@ -179,19 +179,31 @@ class GraphPredictor(nn.Module):
     """
     return self._graphs(features, features, slice(layer, layer + 1), mask)[:, 0]
 
-  def _graphs(self, keys, queries, layers, mask, rows=None):
-    """keys, queries: [batch, T, d] -> graphs [batch, L', K, R, T] for `layers`
-    (a slice), R = T target rows, or the n given `rows` (int [n])."""
+  def split_heads(self, x: jax.Array, mask: jax.Array | None, train: bool,
+                  top_rows: jax.Array):
+    """What `split_graphs` normalises, before any graph is formed
+    (`head_inputs`): ((q, k, θ) of layers 1..L−1, (q, k, θ) of layer L at
+    `top_rows`), for a kernel that mixes features without forming graphs
+    (`models.fused_features`)."""
+    keys, queries = self._features(x, mask, train)
+    last = self.config.num_graph_layers - 1
+    return (self.head_inputs(keys, queries, slice(0, last)),
+            self.head_inputs(keys, queries, slice(last, last + 1), top_rows))
+
+  def head_inputs(self, keys, queries, layers, rows=None):
+    """keys, queries: [batch, T, d] -> the per-head queries q [batch, L', K, R, H]
+    and keys k [batch, L', K, T, H] (compute dtype) of `layers` (a slice), and
+    the thresholds θ in the graph dtype, broadcastable to [batch, L', K, R, 1]
+    ('query': that shape; 'scalar': [1, L', 1, 1, 1]; 'zero' and softmax: a
+    0-d zero); R = T target rows, or the n given `rows` (int [n])."""
     c = self.config
     dt, gdt = c.compute_dtype, c.graph_dtype
     cast = lambda a: a.astype(dt)
-    length = keys.shape[1]
     if rows is not None:
       queries = queries[:, rows]
     k = project_heads(cast(keys), cast(self.key_kernel[layers]), self.key_bias[layers])
     q = project_heads(cast(queries), cast(self.query_kernel[layers]), self.query_bias[layers])
-    scores = affinity_scores(q, k, gdt, split_batch=self.split_batch_scores)
-    threshold = 0.0
+    threshold = jnp.zeros((), gdt)
     if c.sparsity == "squared_relu":
       if c.threshold == "query":
         # θ = w·q + c with q = W_q x + b_q, folded: θ = (W_q w)·x + (b_q·w + c).
@@ -205,6 +217,16 @@ class GraphPredictor(nn.Module):
         threshold = (threshold + b_fold[None, :, :, None])[..., None]
       elif c.threshold == "scalar":
         threshold = self.threshold_bias[layers].astype(gdt)[None, :, None, None, None]
+    return q, k, threshold
+
+  def _graphs(self, keys, queries, layers, mask, rows=None):
+    """keys, queries: [batch, T, d] -> graphs [batch, L', K, R, T] for `layers`
+    (a slice), R = T target rows, or the n given `rows` (int [n])."""
+    c = self.config
+    gdt = c.graph_dtype
+    length = keys.shape[1]
+    q, k, threshold = self.head_inputs(keys, queries, layers, rows)
+    scores = affinity_scores(q, k, gdt, split_batch=self.split_batch_scores)
     allowed = allowed_sources(length, mask, rows)
     if mask is not None:
       allowed = allowed[:, None]                       # [batch, 1, 1, R, T]

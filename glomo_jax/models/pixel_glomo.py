@@ -80,6 +80,8 @@ class PixelGLoMo(nn.Module):
     if not c.decoupled or c.objective != "context":
       raise ValueError("PixelGLoMo needs decoupled=True and objective='context' "
                        f"(got decoupled={c.decoupled}, objective={c.objective!r})")
+    if c.kernels != "reference":
+      raise ValueError(f"PixelGLoMo runs the reference ops; got kernels={c.kernels!r}")
     if c.vocab_size > 256:
       raise ValueError(f"vocab_size is the levels per channel, at most 256; got "
                        f"{c.vocab_size}")

@@ -10,8 +10,11 @@ best/early-stopping/plateau bookkeeping); unreadable newer checkpoints are
 skipped (and moved aside); otherwise the run starts from scratch. Rerunning a
 finished (or early-stopped) run trains nothing and runs on_end again.
 
-Each step: the next host batch goes onto the mesh, the compiled step runs
-(one executable per batch shape). Reports (progress line, TensorBoard,
+Each step: the compiled step runs on a batch already on the mesh (one
+executable per batch shape) and adds its metrics to sums kept on the device;
+while it runs, the host puts the next batch onto the mesh (its data position
+recorded for the checkpoints). Nothing in a step waits for the device: the
+metric sums are fetched when reported. Reports (progress line, TensorBoard,
 non-finite check) come every `log_every` steps and before every evaluation
 and save; evaluations every `eval_every` steps and at the end; checkpoints
 every `checkpoint_every` steps, at the end, at an early stop and when any
@@ -20,6 +23,7 @@ process receives SIGTERM (all processes save the same step, then return).
 from __future__ import annotations
 
 import collections
+import copy
 import functools
 import logging
 import math
@@ -36,10 +40,10 @@ from glomo_jax.train.checkpoint import Checkpointer, UnrestorableCheckpointError
 from glomo_jax.train.config import LoopConfig
 from glomo_jax.train.metrics import MetricWriter, Progress, format_eta
 from glomo_jax.train.preemption import Preemption
-from glomo_jax.train.programs import Program, batch_spec, global_batch
+from glomo_jax.train.programs import Program, batch_spec, global_batch, signature
 from glomo_jax.train.record import Record
 from glomo_jax.train.sharding import make_mesh, replicated, state_shardings
-from glomo_jax.train.step import create_state, init_state, train_step
+from glomo_jax.train.step import accumulating_step, create_state, init_state, metric_shapes
 from glomo_jax.train.task import RunContext, Task
 
 logger = logging.getLogger("glomo_jax.train")
@@ -69,13 +73,6 @@ def run(task: Task, config: LoopConfig, workdir: str, *, devices=None) -> dict[s
       loop.close()
 
 
-def _add(a, b):
-  return jax.tree_util.tree_map(jnp.add, a, b)
-
-
-_add_jit = jax.jit(_add)
-
-
 class _Loop:
   """One run's pieces; `train` is the loop itself."""
 
@@ -101,9 +98,10 @@ class _Loop:
     logger.info("model: %s parameters; mesh %s", f"{n_params:,}", dict(self.mesh.shape))
     # Programs, checkpoints, writer ------------------------------------------------
     fast = config.compile_fast
-    self.train_prog = Program("train step", functools.partial(train_step, task, self.tx),
-                              self.mesh, self.state_sh, (self.state_sh, replicated(self.mesh)),
-                              donate=True, fast=fast)
+    carry_sh = (self.state_sh, replicated(self.mesh))      # (state, metric sums)
+    self.train_prog = Program("train step", functools.partial(accumulating_step, task, self.tx),
+                              self.mesh, carry_sh, carry_sh, donate=True, fast=fast)
+    self._metric_shapes: dict[tuple, Any] = {}
     self.variables_sh = {"params": self.state_sh.params,
                          "batch_stats": self.state_sh.batch_stats}
     self.eval_prog = Program("eval step", task.eval_step, self.mesh, self.variables_sh,
@@ -126,7 +124,8 @@ class _Loop:
     spec = task.batch_spec()
     if spec is not None and max(self.ckpt.steps(), default=0) < cfg.num_steps:
       # before the state exists: the compile's working set on the smallest heap
-      self.train_prog.compile(self.abstract, batch_spec(spec, self.mesh))
+      spec = batch_spec(spec, self.mesh)
+      self.train_prog.compile((self.abstract, self._zero_sums(spec, abstract=True)), spec)
       tuning.release_free_memory()
     batches = task.train_batches()
     state = self._restore_or_init(batches)
@@ -138,13 +137,18 @@ class _Loop:
     if steps:
       logger.info("training steps %d → %d", first, cfg.num_steps)
     self._clock = time.perf_counter()
+    pending = None     # the next step's batch on the mesh, and the data position after it
     for step in steps:
-      batch = global_batch(next(batches), self.mesh)
+      batch, data_state = pending or self._next_batch(batches)
+      if sums is None:
+        sums = self._zero_sums(batch)
       with jax.profiler.StepTraceAnnotation("train", step_num=step):
-        state, metrics = self.train_prog(state, batch)
-      sums, count = (metrics if sums is None else _add_jit(sums, metrics)), count + 1
+        state, sums = self.train_prog((state, sums), batch)
+      count += 1
       last = step == cfg.num_steps
       preempted = self.preemption.reached(step) and not last
+      # placed while the device computes this step, before any report waits for it
+      pending = None if last or preempted else self._next_batch(batches)
       evaluate = bool(task.eval_splits) and (last or step % cfg.eval_every == 0)
       save = last or preempted or step % cfg.checkpoint_every == 0
       if save or evaluate or step % cfg.log_every == 0:
@@ -157,7 +161,7 @@ class _Loop:
       if evaluate:
         state = self._evaluate(state, step, train)
       if save or self.record.stopped_early:
-        self._save(step, state, batches)
+        self._save(step, state, data_state)
       if evaluate or save:
         progress.restart(step)
       if preempted or self.record.stopped_early:
@@ -185,12 +189,32 @@ class _Loop:
       self.best_ckpt.close()
     self.writer.close()
 
+  # ---- batches and metric sums ---------------------------------------------------
+  def _next_batch(self, batches) -> tuple[dict, Any]:
+    """The next host batch on the mesh, and the data position after it."""
+    host = next(batches)
+    return global_batch(host, self.mesh), copy.deepcopy(batches.state())
+
+  def _zero_sums(self, batch: dict, abstract: bool = False):
+    """Zeros (or their shapes, `abstract`) of the train metrics of `batch`'s
+    signature, replicated on the mesh: the sums at the start of an interval."""
+    key = signature(batch)
+    if key not in self._metric_shapes:
+      self._metric_shapes[key] = metric_shapes(self.task, self.tx, self.abstract, batch)
+    sharding = replicated(self.mesh)
+    if abstract:
+      return jax.tree_util.tree_map(
+          lambda s: jax.ShapeDtypeStruct(s.shape, s.dtype, sharding=sharding),
+          self._metric_shapes[key])
+    return jax.tree_util.tree_map(lambda s: jax.device_put(np.zeros(s.shape, s.dtype), sharding),
+                                  self._metric_shapes[key])
+
   # ---- state ---------------------------------------------------------------------
-  def _save(self, step: int, state, batches) -> None:
+  def _save(self, step: int, state, data_state) -> None:
     now = time.perf_counter()
     self.record.train_seconds += now - self._clock
     self._clock = now
-    self.ckpt.save(step, state, {"data": batches.state(), "loop": self.record.to_json(),
+    self.ckpt.save(step, state, {"data": data_state, "loop": self.record.to_json(),
                                  "step": step, "time": time.time()}, force=True)
     if self.best_ckpt is not None and self.record.best is not None:
       self._best_refs.append(self.record.best_step)

@@ -39,7 +39,8 @@ def batch_spec(spec: dict[str, jax.ShapeDtypeStruct], mesh) -> dict:
           for k, s in spec.items()}
 
 
-def _signature(batch: dict) -> tuple:
+def signature(batch: dict) -> tuple:
+  """(key, shape, dtype) of each entry of a batch (arrays or shapes), sorted."""
   return tuple((k, tuple(v.shape), str(v.dtype)) for k, v in sorted(batch.items()))
 
 
@@ -66,7 +67,7 @@ class Program:
 
   def compile(self, first, batch: dict):
     """The executable for `batch`'s signature (arrays or ShapeDtypeStructs)."""
-    key = _signature(batch)
+    key = signature(batch)
     if key not in self._compiled:
       check_rows(next(iter(batch.values())).shape[0], self.mesh)
       t0 = time.perf_counter()

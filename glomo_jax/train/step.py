@@ -5,6 +5,7 @@ import functools
 from typing import Sequence
 
 import jax
+import jax.numpy as jnp
 import optax
 
 from glomo_jax.train.state import TrainState
@@ -55,3 +56,22 @@ def train_step(task, tx: optax.GradientTransformation, state: TrainState, batch:
   new_state = state.replace(step=state.step + 1, params=params, batch_stats=batch_stats,
                             opt_state=opt_state)
   return new_state, metrics
+
+
+def accumulating_step(task, tx: optax.GradientTransformation, carry, batch: dict):
+  """`train_step` that adds its metrics to running sums on the device, so a
+  loop fetches them only when it reports.
+
+  carry: (state, sums), sums with the structure of train_step's metrics
+  (`metric_shapes`; zeros at the start of an interval). Returns (new state,
+  sums + metrics).
+  """
+  state, sums = carry
+  state, metrics = train_step(task, tx, state, batch)
+  return state, jax.tree_util.tree_map(jnp.add, sums, metrics)
+
+
+def metric_shapes(task, tx: optax.GradientTransformation, state, batch: dict):
+  """The shapes and dtypes of `train_step`'s metrics for (abstract) state and
+  batch, traced without computing."""
+  return jax.eval_shape(functools.partial(train_step, task, tx), state, batch)[1]

@@ -1,0 +1,295 @@
+"""Fused tied-softmax cross-entropy: the loss of
+`ops.chunked_cross_entropy.tied_softmax_cross_entropy` and its gradient with
+no [rows, V] logits or logits-gradient array in memory.
+
+With hidden rows h_n [N, d], the table E [V, d], targets y_n and weights w_n:
+logits s_nv = h_n · E_v, lse_n = log Σ_v exp s_nv, CE_n = lse_n − s_{n,y_n},
+loss = Σ_n w_n CE_n, and
+  dL/dh_n = w_n (Σ_v softmax_nv E_v − E_{y_n}),
+  dL/dE_v = Σ_n w_n (softmax_nv − [v = y_n]) h_n,
+  dL/dw_n = CE_n.
+
+Two kernels compute them, each one pass over its loop axis with the logits
+tile [rows, V-tile] in registers (GPU) or VMEM (TPU):
+
+* rows kernel: a block of `block_rows` rows (grid) against V in tiles of
+  `block_vocab` (loop): the online log-sum-exp (running max m, sum l), the
+  target's logit, and u = Σ_v exp(s_v − m) E_v, rescaled when m grows (as
+  FlashAttention accumulates its output), so Σ_v softmax_v E_v = u / l. V may
+  be cut into `vocab_splits` ranges on the grid, combined afterwards
+  (flash-decoding), to give a GPU more blocks than N / block_rows.
+* vocab kernel: a V tile (grid) against the rows in blocks (loop), given lse:
+  dE for that tile, its logits recomputed.
+
+So the logits GEMM runs twice: 4 GEMMs of 2·N·V·d FLOPs where the reference
+runs 3, traded for the [N, V] float32 logits, their bfloat16 gradient and the
+two-stage reductions over V in HBM. The gradient is computed in the forward
+pass and scaled in the backward pass, as the reference does; without a
+gradient, the rows kernel alone runs (no u).
+
+Precision as the reference: logits and accumulators in float32 (float64 for
+float64 inputs), the softmax weights cast to the table's dtype before their
+GEMMs.
+"""
+from __future__ import annotations
+
+import dataclasses
+import functools
+
+import jax
+import jax.numpy as jnp
+from jax import lax
+from jax.experimental import pallas as pl
+
+from glomo_jax.ops.pallas import KernelMode, check_triton_widths, kernel_mode, round_up
+
+# (block_rows, block_vocab) per form: Triton needs powers of two, and the
+# rows kernel keeps a [block_rows, d] float32 accumulator per block; Mosaic
+# TPU wants multiples of (8, 128). Starting points, not measured optima
+# (benchmarks/kernel_speed.py sweeps them).
+DEFAULT_BLOCKS = {"gpu": (64, 64), "tpu": (256, 512)}
+# Blocks of the rows kernel wanted on the grid before V is split.
+GPU_MIN_BLOCKS = 256
+
+
+@dataclasses.dataclass(frozen=True)
+class Plan:
+  """Static shape of a call: block sizes, V splits and the kernel mode."""
+  block_rows: int
+  block_vocab: int
+  vocab_splits: int
+  tiles_per_split: int
+  mode: KernelMode
+
+
+def fused_tied_softmax_cross_entropy(hidden: jax.Array, table: jax.Array,
+                                     targets: jax.Array, weights: jax.Array,
+                                     chunk_size: int | None = None, *,
+                                     block_rows: int | None = None,
+                                     block_vocab: int | None = None,
+                                     vocab_splits: int | None = None,
+                                     form: str | None = None,
+                                     interpret: bool | None = None):
+  """Weighted sum of cross-entropies of ``softmax(hidden @ table.T)``.
+
+  The arguments and results of `tied_softmax_cross_entropy` (chunk_size is
+  accepted for the same signature and unused: the row blocks are
+  `block_rows`):
+
+  Args:
+    hidden: [N, dim]; table: [V, dim]; targets: int [N]; weights: float [N].
+    block_rows, block_vocab: tile sizes (default `DEFAULT_BLOCKS` of the form).
+    vocab_splits: V ranges of the rows kernel on the grid (default: 1 on a
+      TPU, else enough for `GPU_MIN_BLOCKS` blocks).
+    form, interpret: `ops.pallas.kernel_mode`.
+
+  Returns:
+    (loss, ce): loss = Σ_n weights_n · CE_n in the accumulation dtype,
+    differentiable in hidden, table and weights; ce float32 [N] (gradient
+    stopped).
+  """
+  del chunk_size
+  if hidden.ndim != 2 or table.ndim != 2 or hidden.shape[1] != table.shape[1]:
+    raise ValueError(f"hidden {hidden.shape} and table {table.shape} must be "
+                     "[N, dim] and [V, dim]")
+  if targets.shape != hidden.shape[:1] or weights.shape != hidden.shape[:1]:
+    raise ValueError(f"targets {targets.shape} and weights {weights.shape} must "
+                     f"be [{hidden.shape[0]}]")
+  mode = kernel_mode(form, interpret)
+  check_triton_widths(mode, dim=hidden.shape[1])
+  rows, vocab = DEFAULT_BLOCKS[mode.form]
+  # no larger than the arrays (Triton: a power of two; Mosaic: a multiple of 8)
+  fit = pl.next_power_of_2 if mode.form == "gpu" else (lambda k: round_up(k, 8))
+  block_rows = min(block_rows or rows, fit(hidden.shape[0]))
+  block_vocab = min(block_vocab or vocab, fit(table.shape[0]))
+  n = hidden.shape[0]
+  pad = (-n) % block_rows
+  acc = functools.reduce(jnp.promote_types, [hidden.dtype, table.dtype], jnp.float32)
+  if pad:
+    hidden = jnp.pad(hidden, ((0, pad), (0, 0)))
+    targets = jnp.pad(targets, (0, pad))
+    weights = jnp.pad(weights, (0, pad))
+  tiles = -(-table.shape[0] // block_vocab)
+  if vocab_splits is None:
+    row_blocks = hidden.shape[0] // block_rows
+    vocab_splits = 1 if mode.form == "tpu" else -(-GPU_MIN_BLOCKS // row_blocks)
+  per_split = -(-tiles // max(1, min(vocab_splits, tiles)))
+  plan = Plan(block_rows, block_vocab, -(-tiles // per_split), per_split, mode)
+  loss, ce = _fused_ce(plan, hidden, table, targets.astype(jnp.int32), weights.astype(acc))
+  return loss, jax.lax.stop_gradient(ce[:n])
+
+
+# ---- tile math shared by both forms ---------------------------------------------------
+def _logits(h, e, acc):
+  """h [rows, d] · e [cols, d]ᵀ -> [rows, cols] in `acc`."""
+  return lax.dot_general(h, e, (((1,), (1,)), ((), ())), preferred_element_type=acc)
+
+
+def _rows_tile(h, e, y, start, vocab, carry, acc):
+  """One V tile of the rows kernel. h [bn, d], e [bv, d] (table rows start…),
+  y int [bn, 1]; carry: running max m, sum l, target logit t (each [bn, 1])
+  and u [bn, d] (None without the gradient)."""
+  m, l, t, u = carry
+  s = _logits(h, e, acc)
+  cols = start + lax.broadcasted_iota(jnp.int32, s.shape, 1)
+  s = jnp.where(cols < vocab, s, -jnp.inf)       # V padded to whole tiles
+  t = t + jnp.sum(jnp.where(cols == y, s, 0.0), axis=1, keepdims=True)
+  m_new = jnp.maximum(m, jnp.max(s, axis=1, keepdims=True))
+  rescale = jnp.exp(m - m_new)
+  p = jnp.exp(s - m_new)
+  l = l * rescale + jnp.sum(p, axis=1, keepdims=True)
+  if u is not None:
+    u = u * rescale + jnp.dot(p.astype(e.dtype), e, preferred_element_type=acc)
+  return m_new, l, t, u
+
+
+def _vocab_tile(h, e, y, w, lse, start, acc):
+  """One row block's share of dE for a V tile: Σ_n w_n (softmax_nv − [v = y_n]) h_n.
+  h [bn, d], e [bv, d], y int / w / lse [bn, 1] -> [bv, d] in `acc`."""
+  s = _logits(h, e, acc)
+  cols = start + lax.broadcasted_iota(jnp.int32, s.shape, 1)
+  g = (jnp.exp(s - lse) - (cols == y).astype(acc)) * w
+  return lax.dot_general(g.astype(e.dtype), h, (((0,), (0,)), ((), ())),
+                         preferred_element_type=acc)
+
+
+def _init_carry(rows, d, acc, with_grad):
+  return (jnp.full((rows, 1), -jnp.inf, acc), jnp.zeros((rows, 1), acc),
+          jnp.zeros((rows, 1), acc), jnp.zeros((rows, d), acc) if with_grad else None)
+
+
+# ---- GPU form: loops inside the kernel ------------------------------------------------
+def _rows_kernel_gpu(h_ref, table_ref, y_ref, m_ref, l_ref, t_ref, *u_ref, plan, vocab, acc):
+  split = pl.program_id(1)
+  h = h_ref[...]
+  y = y_ref[...][:, None]
+
+  def body(j, carry):
+    start = pl.multiple_of((split * plan.tiles_per_split + j) * plan.block_vocab,
+                           plan.block_vocab)
+    e = table_ref[pl.ds(start, plan.block_vocab), :]
+    return _rows_tile(h, e, y, start, vocab, carry, acc)
+
+  carry = _init_carry(h.shape[0], h.shape[1], acc, bool(u_ref))
+  m, l, t, u = lax.fori_loop(0, plan.tiles_per_split, body, carry)
+  m_ref[...], l_ref[...], t_ref[...] = m[:, 0], l[:, 0], t[:, 0]
+  if u_ref:
+    u_ref[0][...] = u
+
+
+def _vocab_kernel_gpu(table_ref, h_ref, y_ref, w_ref, lse_ref, de_ref, *, plan, acc):
+  e = table_ref[...]
+  start = pl.program_id(0) * plan.block_vocab
+
+  def body(i, de):
+    r = pl.ds(pl.multiple_of(i * plan.block_rows, plan.block_rows), plan.block_rows)
+    return de + _vocab_tile(h_ref[r, :], e, y_ref[r][:, None], w_ref[r][:, None],
+                            lse_ref[r][:, None], start, acc)
+
+  row_blocks = h_ref.shape[0] // plan.block_rows
+  de_ref[...] = lax.fori_loop(0, row_blocks, body, jnp.zeros(e.shape, acc))
+
+
+def _gpu_params():
+  from jax.experimental.pallas import triton as pltriton  # noqa: PLC0415
+  return pltriton.CompilerParams(num_warps=8, num_stages=2)
+
+
+def _rows_gpu(plan, hidden, table, targets, with_grad, vocab, acc):
+  n, d = hidden.shape
+  splits, br = plan.vocab_splits, plan.block_rows
+  row = jax.ShapeDtypeStruct((splits, n), acc)
+  out_shape = [row, row, row]
+  out_specs = [pl.BlockSpec((None, br), lambda i, s: (s, i))] * 3
+  if with_grad:
+    out_shape.append(jax.ShapeDtypeStruct((splits, n, d), acc))
+    out_specs.append(pl.BlockSpec((None, br, d), lambda i, s: (s, i, 0)))
+  return pl.pallas_call(
+      functools.partial(_rows_kernel_gpu, plan=plan, vocab=vocab, acc=acc),
+      grid=(n // br, splits),
+      in_specs=[pl.BlockSpec((br, d), lambda i, s: (i, 0)),
+                pl.BlockSpec(table.shape, lambda i, s: (0, 0)),
+                pl.BlockSpec((br,), lambda i, s: (i,))],
+      out_specs=out_specs, out_shape=out_shape, name="tied_softmax_rows",
+      interpret=plan.mode.interpret,
+      compiler_params=None if plan.mode.interpret else _gpu_params(),
+  )(hidden, table, targets)
+
+
+def _vocab_gpu(plan, hidden, table, targets, weights, lse, acc):
+  n, d = hidden.shape
+  bv = plan.block_vocab
+  whole = lambda a: pl.BlockSpec(a.shape, lambda j: (0,) * a.ndim)
+  return pl.pallas_call(
+      functools.partial(_vocab_kernel_gpu, plan=plan, acc=acc),
+      grid=(table.shape[0] // bv,),
+      in_specs=[pl.BlockSpec((bv, d), lambda j: (j, 0)), whole(hidden), whole(targets),
+                whole(weights), whole(lse)],
+      out_specs=pl.BlockSpec((bv, d), lambda j: (j, 0)),
+      out_shape=jax.ShapeDtypeStruct(table.shape, acc), name="tied_softmax_vocab",
+      interpret=plan.mode.interpret,
+      compiler_params=None if plan.mode.interpret else _gpu_params(),
+  )(table, hidden, targets, weights, lse)
+
+
+# ---- the custom VJP ------------------------------------------------------------------
+def _rows(plan, hidden, table, targets, with_grad, acc):
+  """lse [N], target logits [N] and (with_grad) Σ_v softmax_nv E_v [N, d]."""
+  vocab = table.shape[0]
+  table = jnp.pad(table, ((0, plan.vocab_splits * plan.tiles_per_split * plan.block_vocab
+                           - vocab), (0, 0)))
+  if plan.mode.form == "gpu":
+    out = _rows_gpu(plan, hidden, table, targets, with_grad, vocab, acc)
+  else:
+    from glomo_jax.ops.pallas.tied_softmax_tpu import rows_tpu  # noqa: PLC0415
+    out = rows_tpu(plan, hidden, table, targets, with_grad, vocab, acc, _rows_tile,
+                   _init_carry)
+  m, l, t = out[:3]                                  # [splits, N]
+  top = jnp.max(m, axis=0)
+  scale = jnp.exp(m - top)                           # each split's share
+  total = jnp.sum(l * scale, axis=0)
+  lse = top + jnp.log(total)
+  soft = None
+  if with_grad:
+    soft = jnp.einsum("sn,snd->nd", scale / total, out[3])
+  return lse, jnp.sum(t, axis=0), soft
+
+
+def _vocab(plan, hidden, table, targets, weights, lse, acc):
+  """dL/dE [V, d] in `acc`."""
+  vocab = table.shape[0]
+  table = jnp.pad(table, ((0, round_up(vocab, plan.block_vocab) - vocab), (0, 0)))
+  if plan.mode.form == "gpu":
+    de = _vocab_gpu(plan, hidden, table, targets, weights, lse, acc)
+  else:
+    from glomo_jax.ops.pallas.tied_softmax_tpu import vocab_tpu  # noqa: PLC0415
+    de = vocab_tpu(plan, hidden, table, targets, weights, lse, acc, _vocab_tile)
+  return de[:vocab]
+
+
+@functools.partial(jax.custom_vjp, nondiff_argnums=(0,))
+def _fused_ce(plan, hidden, table, targets, weights):
+  lse, t, _ = _rows(plan, hidden, table, targets, False, weights.dtype)
+  ce = lse - t
+  return jnp.sum(weights * ce), ce.astype(jnp.float32)
+
+
+def _fused_ce_fwd(plan, hidden, table, targets, weights):
+  acc = weights.dtype
+  lse, t, soft = _rows(plan, hidden, table, targets, True, acc)
+  ce = lse - t
+  w = weights[:, None]
+  dh = (w * (soft - table[targets].astype(acc))).astype(hidden.dtype)
+  dtable = _vocab(plan, hidden, table, targets, weights, lse, acc).astype(table.dtype)
+  return (jnp.sum(weights * ce), ce.astype(jnp.float32)), (dh, dtable, ce)
+
+
+def _fused_ce_bwd(plan, res, cotangents):
+  del plan
+  dh, dtable, ce = res
+  g_loss, _ = cotangents  # ce is returned with its gradient stopped
+  return (g_loss.astype(dh.dtype) * dh, g_loss.astype(dtable.dtype) * dtable, None,
+          g_loss.astype(ce.dtype) * ce)
+
+
+_fused_ce.defvjp(_fused_ce_fwd, _fused_ce_bwd)

@@ -1,0 +1,110 @@
+"""The TPU (Mosaic) form of the fused tied softmax (`tied_softmax`): the loop
+axis of each kernel is the grid's last, sequential ('arbitrary') axis and
+the accumulators live in VMEM scratch across it; the tile math is the GPU
+form's. Row vectors (targets, weights, lse and the running max, sum and
+target logit) are [rows, 1] columns, so they broadcast against a
+[rows, V-tile] block without a relayout.
+
+Written for Mosaic TPU and checked in interpret mode on the CPU
+(tests/test_pallas_tied_softmax.py); it has not run on a TPU.
+"""
+from __future__ import annotations
+
+import functools
+
+import jax
+import jax.numpy as jnp
+from jax.experimental import pallas as pl
+
+
+def _tpu_params(semantics):
+  from jax.experimental.pallas import tpu as pltpu  # noqa: PLC0415
+  return pltpu.CompilerParams(dimension_semantics=semantics)
+
+
+def _vmem(shape, dtype):
+  from jax.experimental.pallas import tpu as pltpu  # noqa: PLC0415
+  return pltpu.VMEM(shape, dtype)
+
+
+def _rows_kernel(h_ref, e_ref, y_ref, *refs, plan, vocab, dim, acc, with_grad, rows_tile,
+                 init_carry):
+  outs, scratch = (refs[:4], refs[4:]) if with_grad else (refs[:3], refs[3:])
+  split, j = pl.program_id(1), pl.program_id(2)
+
+  @pl.when(j == 0)
+  def _init():
+    for ref, value in zip(scratch, init_carry(plan.block_rows, dim, acc, with_grad)):
+      ref[...] = value
+
+  carry = tuple(ref[...] for ref in scratch) + (() if with_grad else (None,))
+  start = (split * plan.tiles_per_split + j) * plan.block_vocab
+  carry = rows_tile(h_ref[...], e_ref[...], y_ref[...], start, vocab, carry, acc)
+  for ref, value in zip(scratch, carry):
+    ref[...] = value
+
+  @pl.when(j == plan.tiles_per_split - 1)
+  def _out():
+    for ref, value in zip(outs, carry):
+      ref[...] = value
+
+
+def rows_tpu(plan, hidden, table, targets, with_grad, vocab, acc, rows_tile, init_carry):
+  """The rows kernel: ([splits, N] max, sum, target logit, and with_grad
+  [splits, N, d] u) as the GPU form returns them."""
+  n, d = hidden.shape
+  br, bv, splits, per = plan.block_rows, plan.block_vocab, plan.vocab_splits, plan.tiles_per_split
+  col = jax.ShapeDtypeStruct((splits, n, 1), acc)
+  col_spec = pl.BlockSpec((None, br, 1), lambda i, s, j: (s, i, 0))
+  out_shape, out_specs = [col] * 3, [col_spec] * 3
+  scratch = [_vmem((br, 1), acc)] * 3
+  if with_grad:
+    out_shape.append(jax.ShapeDtypeStruct((splits, n, d), acc))
+    out_specs.append(pl.BlockSpec((None, br, d), lambda i, s, j: (s, i, 0)))
+    scratch.append(_vmem((br, d), acc))
+  out = pl.pallas_call(
+      functools.partial(_rows_kernel, plan=plan, vocab=vocab, dim=d, acc=acc,
+                        with_grad=with_grad, rows_tile=rows_tile, init_carry=init_carry),
+      grid=(n // br, splits, per),
+      in_specs=[pl.BlockSpec((br, d), lambda i, s, j: (i, 0)),
+                pl.BlockSpec((bv, d), lambda i, s, j: (s * per + j, 0)),
+                pl.BlockSpec((br, 1), lambda i, s, j: (i, 0))],
+      out_specs=out_specs, out_shape=out_shape, scratch_shapes=scratch,
+      name="tied_softmax_rows_tpu", interpret=plan.mode.interpret,
+      compiler_params=_tpu_params(("parallel", "parallel", "arbitrary")),
+  )(hidden, table, targets[:, None])
+  return [o[..., 0] for o in out[:3]] + list(out[3:])
+
+
+def _vocab_kernel(e_ref, h_ref, y_ref, w_ref, lse_ref, de_ref, acc_ref, *, plan, acc,
+                  vocab_tile):
+  i = pl.program_id(1)
+
+  @pl.when(i == 0)
+  def _init():
+    acc_ref[...] = jnp.zeros(acc_ref.shape, acc)
+
+  acc_ref[...] += vocab_tile(h_ref[...], e_ref[...], y_ref[...], w_ref[...], lse_ref[...],
+                             pl.program_id(0) * plan.block_vocab, acc)
+
+  @pl.when(i == pl.num_programs(1) - 1)
+  def _out():
+    de_ref[...] = acc_ref[...]
+
+
+def vocab_tpu(plan, hidden, table, targets, weights, lse, acc, vocab_tile):
+  """The vocab kernel: dL/dE [V_padded, d] in `acc`."""
+  n, d = hidden.shape
+  br, bv = plan.block_rows, plan.block_vocab
+  col = lambda: pl.BlockSpec((br, 1), lambda j, i: (i, 0))
+  return pl.pallas_call(
+      functools.partial(_vocab_kernel, plan=plan, acc=acc, vocab_tile=vocab_tile),
+      grid=(table.shape[0] // bv, n // br),
+      in_specs=[pl.BlockSpec((bv, d), lambda j, i: (j, 0)),
+                pl.BlockSpec((br, d), lambda j, i: (i, 0)), col(), col(), col()],
+      out_specs=pl.BlockSpec((bv, d), lambda j, i: (j, 0)),
+      out_shape=jax.ShapeDtypeStruct(table.shape, acc),
+      scratch_shapes=[_vmem((bv, d), acc)], name="tied_softmax_vocab_tpu",
+      interpret=plan.mode.interpret,
+      compiler_params=_tpu_params(("parallel", "arbitrary")),
+  )(table, hidden, targets[:, None], weights[:, None], lse[:, None])
