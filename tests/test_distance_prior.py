@@ -83,3 +83,9 @@ def test_pixels_have_no_distance_prior():
   config = ModelConfig.tiny(distance_prior=2)
   with pytest.raises(ValueError, match="text units"):
     PixelGLoMo(config, (2, 2)).init(jax.random.PRNGKey(0), jnp.zeros((1, 2, 2, 3), jnp.uint8))
+
+
+def test_the_fused_graph_kernel_refuses_a_distance_prior():
+  with pytest.raises(ValueError, match="distance_prior"):
+    ModelConfig.tiny(distance_prior=2, kernels="fused_graph")
+  ModelConfig.tiny(distance_prior=2, kernels="fused_loss")     # the loss kernel is indifferent
