@@ -44,7 +44,7 @@ ROW_SETS = {
         "sgd_fixed_uniform": _with(AUTHORS_SGD, graph_source="uniform"),
         "sgd_fixed_previous": _with(AUTHORS_SGD, graph_source="previous"),
         "sgd_fixed_learned": _with(AUTHORS_SGD, graph_source="export",
-                                   graph_export="{root}/sgd/export"),
+                                   graph_export="{root}/sgd_s{seed}/export"),
     },
     # Beyond the paper: a learned prior over distances in the graph
     # normalisation (ModelConfig.distance_prior), starting flat or at 1/d.
