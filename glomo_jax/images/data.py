@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import dataclasses
 import os
+import struct
 import zipfile
 import zlib
 from typing import Sequence
@@ -116,7 +117,8 @@ def read_npz_images(path: str) -> ImageSet:
       images = data["images"]
       labels = data["labels"] if "labels" in data else None
     return ImageSet(images, labels)
-  except (OSError, ValueError, EOFError, zipfile.BadZipFile, zlib.error) as e:
+  except (OSError, ValueError, EOFError, NotImplementedError, struct.error,
+          zipfile.BadZipFile, zlib.error) as e:
     if isinstance(e, FileNotFoundError):
       raise
     raise InputError(path, f"not a readable .npz of images: {e}") from None

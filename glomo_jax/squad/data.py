@@ -204,7 +204,7 @@ def from_articles(articles: Iterable[Mapping[str, Any]], where: str) -> SquadSpl
 
   Raises:
     InputError: a missing or mistyped field (the record names the article,
-      paragraph and question).
+      paragraph and question), or no question at all.
   """
   paragraphs, questions = [], []
   for a, article in enumerate(articles):
@@ -220,6 +220,8 @@ def from_articles(articles: Iterable[Mapping[str, Any]], where: str) -> SquadSpl
         paragraphs.append(paragraph)
     except ValueError as e:
       raise InputError(where, str(e), record=place) from None
+  if not questions:
+    raise InputError(where, "no questions")
   return SquadSplit(paragraphs, questions)
 
 
@@ -233,14 +235,16 @@ def read_squad_json(path: str) -> SquadSplit:
   if not isinstance(data, dict) or not isinstance(data.get("data"), list):
     raise InputError(path, "not the SQuAD JSON layout (a top-level \"data\" list of "
                      "articles)")
-  split = from_articles(data["data"], str(path))
-  if not split.questions:
-    raise InputError(path, "no questions")
-  return split
+  return from_articles(data["data"], str(path))
 
 
 def from_records(records: Iterable[Mapping[str, Any]], where: str) -> SquadSplit:
-  """A split from per-question records (TFDS squad features)."""
+  """A split from per-question records (TFDS squad features).
+
+  Raises:
+    InputError: a missing or mistyped field (the record is the question's
+      number), or no question at all.
+  """
   paragraphs: list[Paragraph] = []
   index: dict[tuple[str, str], int] = {}
   questions = []
@@ -261,6 +265,8 @@ def from_records(records: Iterable[Mapping[str, Any]], where: str) -> SquadSplit
       questions.append(_question(qa, paragraphs[index[key]], index[key]))
     except ValueError as e:
       raise InputError(where, str(e), record=number) from None
+  if not questions:
+    raise InputError(where, "no questions")
   return SquadSplit(paragraphs, questions)
 
 
