@@ -12,18 +12,32 @@ committed are not listed at all. A checkpoint whose saved arrays have other
 paths or shapes than the run's state (another model or optimiser config) is
 an `UnrestorableCheckpointError` naming the first difference, found from the
 metadata before any restore; nothing is moved or overwritten.
+
+Integrity: orbax finds a cut-short array file but not overwritten bytes
+(its compressed chunks carry no checksum), nor a changed JSON item. So each
+save stores, in 'extra' under "integrity", a fingerprint of every array of
+the state (`fingerprints`) and the sha256 of the rest of 'extra'; a restore
+whose arrays or JSON do not match is unreadable like a corrupt one (the
+step before it is used). Checkpoints saved without the record are read as
+they are.
 """
 from __future__ import annotations
 
+import hashlib
+import json
 import logging
 import os
 import shutil
 from typing import Any
 
 import jax
+import jax.numpy as jnp
+import numpy as np
 import orbax.checkpoint as ocp
 from etils import epath
 from jax.experimental import multihost_utils
+
+INTEGRITY = "integrity"       # the key of the record in 'extra'
 
 
 class UnrestorableCheckpointError(RuntimeError):
@@ -46,18 +60,37 @@ class Checkpointer:
     return sorted(self.manager.all_steps())
 
   def save(self, step: int, state, extra: dict, force: bool = False) -> bool:
-    """Saves if the step is on the interval (or `force`); returns whether it did."""
+    """Saves if the step is on the interval (or `force`); returns whether it
+    did. `extra` (JSON) gets the integrity record (module docstring)."""
+    if not force and not self.manager.should_save(step):
+      return False
+    sealed = dict(extra, **{INTEGRITY: _record(extra, fingerprints(state))})
     return self.manager.save(
         step, args=ocp.args.Composite(state=ocp.args.StandardSave(state),
-                                      extra=ocp.args.JsonSave(extra)), force=force)
+                                      extra=ocp.args.JsonSave(sealed)), force=force)
 
   def restore(self, step: int, abstract_state) -> tuple[Any, dict]:
     """(state, extra) of the checkpoint at `step` (arrays placed as
-    `abstract_state`'s shardings say)."""
+    `abstract_state`'s shardings say), checked against its integrity record.
+
+    Raises:
+      ValueError: the arrays or 'extra' differ from the record.
+    """
     restored = self.manager.restore(
         step, args=ocp.args.Composite(state=ocp.args.StandardRestore(abstract_state),
                                       extra=ocp.args.JsonRestore()))
-    return restored["state"], dict(restored["extra"])
+    state, extra = restored["state"], dict(restored["extra"])
+    record = extra.pop(INTEGRITY, None)
+    if record is not None:
+      if not isinstance(record, dict) or record != _record(extra, record.get("arrays")):
+        raise ValueError(f"the JSON item of step {step} differs from its sha256 hash")
+      stored = fingerprints(state)
+      changed = sorted(p for p in stored.keys() | record["arrays"].keys()
+                       if stored.get(p) != record["arrays"].get(p))
+      if changed:
+        raise ValueError(f"the arrays of step {step} differ from their fingerprints "
+                         f"({', '.join(changed[:3])})")
+    return state, extra
 
   def stored_shapes(self, step: int) -> dict[str, tuple[int, ...]]:
     """{path: shape} of every array of the state saved at `step` (paths as
@@ -152,6 +185,40 @@ class Checkpointer:
   def close(self):
     self.manager.wait_until_finished()
     self.manager.close()
+
+
+def _fingerprint(x: jax.Array) -> jax.Array:
+  """uint32 Σ_i bits(x_i)·(2i + 1) mod 2³² over the elements in row-major
+  order: any one changed element changes it; integer sums are exact in any
+  order, so every sharding gives the same value."""
+  if jnp.issubdtype(x.dtype, jax.dtypes.prng_key):
+    x = jax.random.key_data(x)
+  if x.dtype == jnp.bool_:
+    x = x.astype(jnp.uint8)
+  width = {1: jnp.uint8, 2: jnp.uint16, 4: jnp.uint32, 8: jnp.uint32}[x.dtype.itemsize]
+  bits = jax.lax.bitcast_convert_type(x, width).astype(jnp.uint32).reshape(-1)
+  weights = jnp.arange(bits.size, dtype=jnp.uint32) * jnp.uint32(2) + jnp.uint32(1)
+  return jnp.sum(bits * weights, dtype=jnp.uint32)
+
+
+_fingerprint_tree = jax.jit(lambda tree: jax.tree_util.tree_map(_fingerprint, tree))
+
+
+def fingerprints(tree) -> dict[str, int]:
+  """{path: fingerprint} (`_fingerprint`, computed where the arrays live;
+  paths as `shapes_by_path` writes them) of every array of `tree`."""
+  arrays = jax.tree_util.tree_map(jnp.asarray, tree)
+  values = jax.tree_util.tree_flatten_with_path(_fingerprint_tree(arrays))[0]
+  return {"/".join(_key_name(k) for k in path): int(np.asarray(v.addressable_data(0)))
+          for path, v in values}
+
+
+def _record(extra: dict, arrays: dict | None) -> dict:
+  """The integrity record of a save: the arrays' fingerprints and the
+  sha256 of both with the rest of 'extra' (canonical JSON)."""
+  canonical = json.dumps({"extra": extra, "arrays": arrays}, sort_keys=True,
+                         separators=(",", ":"))
+  return {"arrays": arrays, "sha256": hashlib.sha256(canonical.encode()).hexdigest()}
 
 
 def shapes_by_path(tree) -> dict[str, tuple[int, ...]]:
