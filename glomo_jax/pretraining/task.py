@@ -33,6 +33,7 @@ from glomo_jax.pretraining.objective import GLoMoObjective
 from glomo_jax.train import loop
 from glomo_jax.train.optimizer import make_optimizer
 from glomo_jax.train.task import RunContext, RunEval, Task
+from glomo_jax.train.workdir import holding_workdir
 
 logger = logging.getLogger("glomo_jax.train")
 
@@ -202,6 +203,7 @@ def _arcs(metrics: dict) -> dict:
   return {k[len("arc_"):]: v for k, v in metrics.items() if k.startswith("arc_")}
 
 
+@holding_workdir
 def train_and_evaluate(config: PretrainConfig, workdir: str, *,
                        compilation_cache_dir: str | None = None, devices=None) -> dict[str, Any]:
   """Runs (or resumes) a pretraining run in `workdir`.
