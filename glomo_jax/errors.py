@@ -63,10 +63,14 @@ def _rebuild(cls, where, problem, line, record):
 
 def write_failed(path, error: OSError, kept: str = "") -> OSError:
   """An OSError like `error` (same errno) whose message names `path` and,
-  if given, what earlier output is `kept` intact."""
+  if given, what earlier output is `kept` intact (`error` itself when it
+  is one already)."""
+  if getattr(error, "write_failed", False):
+    return error
   reason = error.strerror or str(error) or type(error).__name__
   hint = " (free some space and rerun)" if error.errno == errno.ENOSPC else ""
   tail = f"; {kept}" if kept else ""
   out = OSError(error.errno, f"cannot write {os.fspath(path)}: {reason}{hint}{tail}")
   out.__cause__ = error
+  out.write_failed = True
   return out

@@ -37,6 +37,8 @@ import orbax.checkpoint as ocp
 from etils import epath
 from jax.experimental import multihost_utils
 
+from glomo_jax.errors import write_failed
+
 INTEGRITY = "integrity"       # the key of the record in 'extra'
 
 
@@ -65,9 +67,23 @@ class Checkpointer:
     if not force and not self.manager.should_save(step):
       return False
     sealed = dict(extra, **{INTEGRITY: _record(extra, fingerprints(state))})
-    return self.manager.save(
+    return self._writing(lambda: self.manager.save(
         step, args=ocp.args.Composite(state=ocp.args.StandardSave(state),
-                                      extra=ocp.args.JsonSave(sealed)), force=force)
+                                      extra=ocp.args.JsonSave(sealed)), force=force))
+
+  def _writing(self, write):
+    """`write()`; an OSError of a save (no space, no permission; an
+    asynchronous save's surfaces at the next save or `wait`) becomes one
+    naming the directory and the last checkpoint kept. orbax commits a step
+    by renaming it into place, so a failed save leaves the earlier steps as
+    they were and the next run resumes from the last of them."""
+    try:
+      return write()
+    except OSError as e:
+      steps = self.steps()
+      kept = (f"the checkpoints saved before are kept (last: step {steps[-1]}); rerun to "
+              "resume from it" if steps else "no checkpoint had been saved")
+      raise write_failed(self.directory, e, kept) from e
 
   def restore(self, step: int, abstract_state) -> tuple[Any, dict]:
     """(state, extra) of the checkpoint at `step` (arrays placed as
@@ -180,11 +196,13 @@ class Checkpointer:
       self.manager.delete(earlier)
 
   def wait(self):
-    self.manager.wait_until_finished()
+    self._writing(self.manager.wait_until_finished)
 
   def close(self):
-    self.manager.wait_until_finished()
-    self.manager.close()
+    try:
+      self.wait()
+    finally:
+      self.manager.close()
 
 
 def _fingerprint(x: jax.Array) -> jax.Array:
