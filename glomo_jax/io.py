@@ -16,6 +16,7 @@ from __future__ import annotations
 import bz2
 import contextlib
 import gzip
+import hashlib
 import io
 import json
 import lzma
@@ -113,6 +114,15 @@ def open_text(path: str | os.PathLike, errors: str = "strict") -> TextIO:
   """`open_binary` decoded as UTF-8 (`errors` as for `bytes.decode`); with
   'strict', bytes that are not UTF-8 raise an InputError naming the file."""
   return _CheckedText(open_binary(path), os.fspath(path), errors)
+
+
+def file_sha256(path: str | os.PathLike) -> str:
+  """The sha256 (hex) of a file's bytes, read in blocks."""
+  digest = hashlib.sha256()
+  with open(path, "rb") as f:
+    for block in iter(lambda: f.read(1 << 20), b""):
+      digest.update(block)
+  return digest.hexdigest()
 
 
 def strip_compression(path: str) -> str:

@@ -12,7 +12,6 @@ read, without reading the whole cache on every open.
 """
 from __future__ import annotations
 
-import hashlib
 import os
 import shutil
 import uuid
@@ -21,6 +20,7 @@ import zlib
 import jax
 import numpy as np
 
+from glomo_jax.io import file_sha256
 from glomo_jax.transfer.sparse_rows import pack_rows
 
 META, LENGTHS, OFFSETS, GRAPHS = "meta.json", "lengths.npy", "offsets.npy", "graphs.npy"
@@ -36,14 +36,6 @@ def crc32(*parts: np.ndarray) -> int:
   return crc
 
 
-def _sha256(path: str) -> str:
-  digest = hashlib.sha256()
-  with open(path, "rb") as f:
-    for block in iter(lambda: f.read(1 << 20), b""):
-      digest.update(block)
-  return digest.hexdigest()
-
-
 def file_record(directory: str) -> dict:
   """{name: {"bytes", and for `HASHED` files "sha256"}} of the cache files
   in `directory` (meta.json left out)."""
@@ -54,7 +46,7 @@ def file_record(directory: str) -> dict:
     path = os.path.join(directory, name)
     record[name] = {"bytes": os.path.getsize(path)}
     if name in HASHED:
-      record[name]["sha256"] = _sha256(path)
+      record[name]["sha256"] = file_sha256(path)
   return record
 
 
@@ -72,7 +64,7 @@ def file_damage(directory: str, record) -> str | None:
     size = os.path.getsize(path)
     if size != entry.get("bytes"):
       return f"{name} holds {size} bytes, not the {entry.get('bytes')} written (cut short?)"
-    if name in HASHED and _sha256(path) != entry.get("sha256"):
+    if name in HASHED and file_sha256(path) != entry.get("sha256"):
       return f"{name}'s sha256 hash differs from the one recorded"
   return None
 
