@@ -122,7 +122,8 @@ def test_checkpoints(tmp_path, checkpoints, data):
     other.save(2, small_state(2, width=4), {"data": 2})
     other.close()
   else:
-    data.draw(damage_a_file(os.path.join(root, "2")))
+    data.draw(damage_a_file(os.path.join(root, "2"), json_names=(
+        "_CHECKPOINT_METADATA", "extra/metadata", "state/_METADATA", "state/_sharding")))
   ckpt = Checkpointer(root, keep=5, async_save=False)
   try:
     restored = ckpt.restore_latest(abstract(small_state(0)))

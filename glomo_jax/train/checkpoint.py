@@ -55,8 +55,19 @@ class Checkpointer:
     options = ocp.CheckpointManagerOptions(
         max_to_keep=keep, save_interval_steps=max(1, save_every),
         enable_async_checkpointing=async_save, create=True)
-    self.manager = ocp.CheckpointManager(self.directory, options=options,
-                                         item_names=("state", "extra"))
+    manager = lambda: ocp.CheckpointManager(  # noqa: E731
+        self.directory, options=options, item_names=("state", "extra"))
+    try:
+      self.manager = manager()
+    except Exception as e:  # noqa: BLE001 (orbax reads every step's metadata here)
+      damaged = [int(d) for d in os.listdir(self.directory)
+                 if d.isdigit() and not _metadata_readable(os.path.join(self.directory, d))]
+      if not damaged:
+        raise UnrestorableCheckpointError(
+            f"the checkpoints in {self.directory} cannot be listed ({type(e).__name__}: "
+            f"{str(e).splitlines()[0][:200] if str(e) else ''})") from e
+      self._move_aside(damaged)
+      self.manager = manager()
 
   def steps(self) -> list[int]:
     return sorted(self.manager.all_steps())
@@ -164,6 +175,7 @@ class Checkpointer:
         continue
       if failed:
         self._move_aside(failed)
+        self.manager.reload()
       return state, extra, step
     return None
 
@@ -181,7 +193,6 @@ class Checkpointer:
         logging.warning("moved the unreadable checkpoint at step %d to %s", step, target)
     if jax.process_count() > 1:
       multihost_utils.sync_global_devices("glomo_jax checkpoints moved aside")
-    self.manager.reload()
 
   def delete_after(self, step: int) -> None:
     """Deletes the checkpoints of steps after `step`."""
@@ -203,6 +214,29 @@ class Checkpointer:
       self.wait()
     finally:
       self.manager.close()
+
+
+def _metadata_readable(step_directory: str) -> bool:
+  """Whether orbax reads a step's metadata file (its manager fails on one it
+  cannot read, before any restore could skip the step); orbax's own reader
+  where this orbax has it, else a JSON object is taken as readable."""
+  try:
+    with open(os.path.join(step_directory, "_CHECKPOINT_METADATA"), encoding="utf-8") as f:
+      metadata = json.load(f)
+  except FileNotFoundError:
+    return True
+  except (OSError, ValueError):
+    return False
+  try:
+    from orbax.checkpoint._src.metadata import (  # noqa: PLC0415
+        step_metadata_serialization)
+  except ImportError:
+    return isinstance(metadata, dict)
+  try:
+    step_metadata_serialization.deserialize(metadata)
+  except Exception:  # noqa: BLE001 (whatever orbax's reader raises)
+    return False
+  return True
 
 
 def _fingerprint(x: jax.Array) -> jax.Array:
