@@ -306,6 +306,11 @@ def _read_manifest(directory: str) -> dict:
     if not isinstance(manifest.get(key), kind):
       raise InputError(path, f"corrupt export: the manifest lacks the {kind.__name__} "
                        f"{key!r}")
+  for key, kind in (("metadata", dict), ("tokenizer_fingerprint", str),
+                    ("tokenizer_vocab_size", int), ("units", str)):
+    if manifest.get(key) is not None and not isinstance(manifest[key], kind):
+      raise InputError(path, f"corrupt export: the manifest's {key!r} is not a "
+                       f"{kind.__name__}")
   return manifest
 
 
