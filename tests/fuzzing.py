@@ -27,7 +27,7 @@ from hypothesis import strategies as st
 
 from glomo_jax.errors import InputError
 
-LONG_FACTOR = 25
+LONG_FACTOR = 100
 HUGE_LINE = 300_000          # characters of the "huge line" damage
 
 

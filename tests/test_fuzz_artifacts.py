@@ -112,14 +112,16 @@ def checkpoints(tmp_path_factory):
 @given(data=st.data())
 def test_checkpoints(tmp_path, checkpoints, data):
   """A damaged newest step restores exactly, or the step before it is used
-  (and the damaged one moved aside); foreign arrays are an error naming them."""
+  (and the damaged one moved aside); checkpoints of another state's arrays
+  are an error naming them."""
   root = fresh_copy(checkpoints, tmp_path / "checkpoints")
   shutil.rmtree(root + "-unreadable", ignore_errors=True)
   foreign = data.draw(st.booleans()) and data.draw(st.booleans())
-  if foreign:                      # step 2 saved from a state of other shapes
-    shutil.rmtree(os.path.join(root, "2"))
+  if foreign:                      # the steps saved from a state of other shapes
+    shutil.rmtree(root)
     other = Checkpointer(root, keep=5, async_save=False)
-    other.save(2, small_state(2, width=4), {"data": 2})
+    for step in (1, 2):
+      other.save(step, small_state(step, width=4), {"data": step})
     other.close()
   else:
     data.draw(damage_a_file(os.path.join(root, "2"), json_names=(

@@ -108,6 +108,9 @@ def _sentence(block: list[str], path: str, first: int) -> Sentence:
         continue
       if "-" in ident:
         a, b = (int(x) for x in ident.split("-"))
+        if a != len(forms) + 1 or b < a:
+          raise CoNLLUError(path, f"multiword token {ident} does not span the next words",
+                            line=first + offset)
         tokens.append((form, a - 1, b - 1, space_after))
         continue
       index = int(ident)
@@ -125,6 +128,9 @@ def _sentence(block: list[str], path: str, first: int) -> Sentence:
   heads = np.asarray(heads, np.int32)
   if n == 0:
     raise CoNLLUError(path, "a sentence without words", line=first)
+  if tokens[-1][2] >= n:
+    raise CoNLLUError(path, "a multiword token spans words past the sentence's end",
+                      line=first)
   if np.any(heads < -1) or np.any(heads >= n):
     raise CoNLLUError(path, f"a HEAD points outside the sentence ({n} words)", line=first)
   if text is None:

@@ -16,10 +16,10 @@ metadata before any restore; nothing is moved or overwritten.
 Integrity: orbax finds a cut-short array file but not overwritten bytes
 (its compressed chunks carry no checksum), nor a changed JSON item. So each
 save stores, in 'extra' under "integrity", a fingerprint of every array of
-the state (`fingerprints`) and the sha256 of the rest of 'extra'; a restore
-whose arrays or JSON do not match is unreadable like a corrupt one (the
-step before it is used). Checkpoints saved without the record are read as
-they are.
+the state (`fingerprints`) and the sha256 of the rest of 'extra' (and marks
+the step's orbax metadata as holding one); a restore whose arrays or JSON
+do not match is unreadable like a corrupt one (the step before it is used).
+Checkpoints saved without the record (older glomo_jax) are read as they are.
 """
 from __future__ import annotations
 
@@ -80,7 +80,8 @@ class Checkpointer:
     sealed = dict(extra, **{INTEGRITY: _record(extra, fingerprints(state))})
     return self._writing(lambda: self.manager.save(
         step, args=ocp.args.Composite(state=ocp.args.StandardSave(state),
-                                      extra=ocp.args.JsonSave(sealed)), force=force))
+                                      extra=ocp.args.JsonSave(sealed)),
+        custom_metadata={INTEGRITY: True}, force=force))
 
   def _writing(self, write):
     """`write()`; an OSError of a save (no space, no permission; an
@@ -108,6 +109,8 @@ class Checkpointer:
                                       extra=ocp.args.JsonRestore()))
     state, extra = restored["state"], dict(restored["extra"])
     record = extra.pop(INTEGRITY, None)
+    if record is None and (self.manager.metadata(step).custom_metadata or {}).get(INTEGRITY):
+      raise ValueError(f"the JSON item of step {step} lost its integrity record")
     if record is not None:
       if not isinstance(record, dict) or record != _record(extra, record.get("arrays")):
         raise ValueError(f"the JSON item of step {step} differs from its sha256 hash")
@@ -154,17 +157,26 @@ class Checkpointer:
     abstract_state: a pytree of jax.ShapeDtypeStruct with shardings (the
     restored arrays are placed accordingly). When an older step is used,
     the newer ones that failed are moved to `<directory>-unreadable/`; when
-    none loads, nothing is moved. Raises UnrestorableCheckpointError if a
-    checkpoint's arrays do not fit `abstract_state` (`shape_difference`).
+    none loads, nothing is moved. Raises UnrestorableCheckpointError if no
+    checkpoint's arrays fit `abstract_state` (`shape_difference`): another
+    config's. Where some do, the newer ones that do not are damaged (a run
+    never saves two configs) and skipped like unreadable ones.
     """
+    steps = list(reversed(self.steps()))
+    differences = {step: self.shape_difference(step, abstract_state) for step in steps}
+    if steps and all(differences.values()):
+      raise UnrestorableCheckpointError(
+          f"the checkpoint at step {steps[0]} in {self.directory} was saved from another "
+          f"model or optimiser config ({differences[steps[0]]}); use a new --workdir, or the "
+          "config that run was trained with (nothing was overwritten)")
     failed = []
-    for step in reversed(self.steps()):
-      difference = self.shape_difference(step, abstract_state)
-      if difference is not None:
-        raise UnrestorableCheckpointError(
-            f"the checkpoint at step {step} in {self.directory} was saved from another "
-            f"model or optimiser config ({difference}); use a new --workdir, or the config "
-            "that run was trained with (nothing was overwritten)")
+    for step in steps:
+      if differences[step] is not None:
+        logging.warning("the metadata of the checkpoint at step %d in %s does not fit the "
+                        "older ones (%s); trying the previous one", step, self.directory,
+                        differences[step])
+        failed.append(step)
+        continue
       try:
         state, extra = self.restore(step, abstract_state)
       except Exception as e:  # a corrupt checkpoint: say so, use the previous one

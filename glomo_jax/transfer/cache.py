@@ -81,7 +81,7 @@ from glomo_jax.transfer.align import (checked_tokenizer, device_unit_graphs, enc
                                       encode_word_lists, unit_width)
 from glomo_jax.transfer.cache_files import (CHECKSUMS, COUNTS, GRAPHS, INDICES, LENGTHS, META,
                                             OFFSETS, DenseStore, SparseStore, crc32,
-                                            file_damage, file_record, remove_cache)
+                                            file_damage, file_record, remove_cache, sealed)
 from glomo_jax.transfer.sparse_rows import unpack_rows
 
 logger = logging.getLogger(__name__)
@@ -175,9 +175,7 @@ class WordGraphCache:
     path = self.path
     with open(os.path.join(path, META), encoding="utf-8") as f:
       self.meta = json.load(f)
-    if not isinstance(self.meta, dict):
-      raise self._damaged(f"{META} does not hold a JSON object")
-    damage = file_damage(path, self.meta.get("files"))
+    damage = file_damage(path, self.meta)
     if damage is not None:
       raise self._damaged(damage)
     self.lengths = np.load(os.path.join(path, LENGTHS))
@@ -435,7 +433,7 @@ def _build(path, request, predictor, tokenizer, word_lists, batch_size, texts=No
                 created=datetime.datetime.now(datetime.timezone.utc).isoformat(
                     timespec="seconds"))
     with open(os.path.join(tmp, META), "w", encoding="utf-8") as f:
-      json.dump(meta, f, indent=2, sort_keys=True)
+      json.dump(sealed(meta), f, indent=2, sort_keys=True)
     try:
       os.rename(tmp, path)
     except OSError:

@@ -4,6 +4,7 @@ be found.
 
 Integrity (in meta.json, ``files``): every file's size in bytes, and the
 sha256 of the small index files (lengths.npy, offsets.npy, checksums.npy);
+``meta_sha256``: the sha256 of meta.json's other keys (canonical JSON);
 checked whenever a cache is opened. checksums.npy holds, per example, the
 CRC-32 of its stored bytes (dense: its slice of graphs.npy; sparse: its
 counts, then sources, then weights), checked the first time a process reads
@@ -12,6 +13,8 @@ read, without reading the whole cache on every open.
 """
 from __future__ import annotations
 
+import hashlib
+import json
 import os
 import shutil
 import uuid
@@ -50,11 +53,27 @@ def file_record(directory: str) -> dict:
   return record
 
 
-def file_damage(directory: str, record) -> str | None:
-  """What differs between the files in `directory` and their `record`
-  (`file_record`), in words; None when nothing does."""
+def _meta_sha256(meta: dict) -> str:
+  canonical = json.dumps({k: v for k, v in meta.items() if k != "meta_sha256"},
+                         sort_keys=True, separators=(",", ":"))
+  return hashlib.sha256(canonical.encode("utf-8")).hexdigest()
+
+
+def sealed(meta: dict) -> dict:
+  """`meta` with its ``meta_sha256``."""
+  return dict(meta, meta_sha256=_meta_sha256(meta))
+
+
+def file_damage(directory: str, meta) -> str | None:
+  """What differs between the cache in `directory` and its parsed meta.json
+  (its hash, and its `file_record`), in words; None when nothing does."""
+  if not isinstance(meta, dict):
+    return f"{META} does not hold a JSON object"
+  record = meta.get("files")
   if not isinstance(record, dict) or CHECKSUMS not in record:
     return "it has no integrity record (made by an older glomo_jax)"
+  if meta.get("meta_sha256") != _meta_sha256(meta):
+    return f"{META} differs from its sha256 hash"
   for name, entry in sorted(record.items()):
     path = os.path.join(directory, name)
     if not os.path.isfile(path):
