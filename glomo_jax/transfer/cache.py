@@ -12,7 +12,7 @@ texts and word spans the predictor reads, or null when it reads the words
 joined by spaces), max_words, max_pieces, self_loops, dtype, and top_k
 when given}. The cache lives in ``<root>/<key>/``, so another export,
 dataset or option never reads a stale one; the manifest inside is checked
-against the request too.
+against the request too (a difference is damage: the cache is built again).
 
 Format (format_version 1), in ``<root>/<key>/``::
 
