@@ -6,8 +6,10 @@ process: a second run on the same workdir (the command started twice, from
 two shells) gets a `WorkdirInUseError` naming the holder and starts no
 work. The operating system drops the lock when its process ends however it
 ends, so a run killed (SIGKILL, a crash, a lost machine) leaves nothing to
-clean: the next run takes the lock over. The file itself stays; it records
-the last holder (process id, host, start time) for the message.
+clean: the next run takes the lock over. The file records its holder
+(process id, host, start time) for the message, and is removed when the
+run ends (so is the workdir, if the run created it and wrote nothing: a
+mistake found before any work leaves nothing behind).
 
 Several processes (a multi-host job) hold one lock per job: process 0
 takes it and tells the others whether it could (a collective: every
@@ -84,7 +86,9 @@ def hold_workdir(workdir: str) -> Iterator[None]:
       _held[path][1] -= 1
     return
   fd, holder = -1, ""                       # -1: no lock held by this process
+  created = False                           # the workdir, by this call
   if jax.process_index() == 0:
+    created = not os.path.isdir(os.path.dirname(path))
     os.makedirs(os.path.dirname(path), exist_ok=True)
     fd, holder = _take(path)
   if jax.process_count() > 1:               # process 0's outcome, on every process
@@ -92,6 +96,8 @@ def hold_workdir(workdir: str) -> Iterator[None]:
     if not taken and jax.process_index() != 0:
       fd, holder = None, "process 0 names its holder"
   if fd is None:
+    if created:
+      _remove_empty(os.path.dirname(path))
     raise WorkdirInUseError(os.path.dirname(path), f"another run is using this workdir "
                             f"({holder or 'its holder left no record'}); wait for it to end, "
                             "or use another --workdir")
@@ -101,8 +107,19 @@ def hold_workdir(workdir: str) -> Iterator[None]:
   finally:
     del _held[path]
     if fd >= 0:
+      # removed while still held: a run starting now either meets the held
+      # file (and is refused) or makes a new one; never two holders of one
+      with contextlib.suppress(OSError):
+        os.remove(path)
       fcntl.flock(fd, fcntl.LOCK_UN)
       os.close(fd)
+    if created:                             # a run that failed before any work
+      _remove_empty(os.path.dirname(path))
+
+
+def _remove_empty(directory: str) -> None:
+  with contextlib.suppress(OSError):
+    os.rmdir(directory)                     # only if empty
 
 
 def holding_workdir(run):
