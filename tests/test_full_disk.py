@@ -21,7 +21,7 @@ from glomo_jax.export import load_graph_predictor
 from glomo_jax.pretraining import PretrainConfig, train_and_evaluate
 from glomo_jax.tasks import run_transfer
 from glomo_jax.transfer import cache_files, cached_word_graphs
-from test_non_finite_runs import snapshot, with_steps
+from test_non_finite_runs import with_steps
 from test_tasks_classification import imdb_config
 from test_transfer_predictor import DATASET, W
 
@@ -60,6 +60,19 @@ def full_disk(monkeypatch, module, at="write", only=""):
       raise PermissionError(errno.EACCES, "Permission denied", os.fspath(path))
     return _HalfWritten(builtins.open(path, mode, *args, **kwargs))
   monkeypatch.setattr(module, "open", fake_open, raising=False)
+
+
+def snapshot(workdir) -> dict[str, bytes]:
+  """Every file a run wrote that must survive a later failure."""
+  out = {}
+  for root, _, names in os.walk(workdir):
+    for name in names:
+      path = os.path.join(root, name)
+      if any(part in path for part in ("/checkpoints/", "/best/", "/export/")) or \
+          name == "results.json":
+        with open(path, "rb") as f:
+          out[os.path.relpath(path, workdir)] = f.read()
+  return out
 
 
 def leftovers(directory) -> list[str]:
