@@ -1,10 +1,12 @@
 """What every entry point shares: `run(main)` instead of `app.run(main)`.
 
-* A user's mistake (a ValueError, an OSError such as a missing file, a
-  checkpoint that cannot be restored, a non-finite loss, a missing optional
-  package, a flag or `--config.` override that does not parse) is printed as
-  one line, ``error: <what is wrong and how to fix it>``, and the program
-  exits with status 1. `--debug` shows the traceback instead.
+* A user's mistake (a ValueError, among them `glomo_jax.errors.InputError`:
+  a file that cannot be read, naming it; an OSError such as a missing file
+  or a failed write; a checkpoint that cannot be restored, a non-finite
+  loss, a workdir in use, a missing optional package, a flag or `--config.`
+  override that does not parse) is printed as one line, ``error: <what is
+  wrong and how to fix it>``, and the program exits with status 1. `--debug`
+  shows the traceback instead.
 * Orbax's per-save INFO chatter stays out of the console (warnings stay).
 
 `--compilation_cache_dir` (JAX's persistent compilation cache, default

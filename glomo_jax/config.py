@@ -21,6 +21,9 @@ import typing
 from typing import Any, Mapping, TypeVar
 
 import jax.numpy as jnp
+import numpy as np
+
+from glomo_jax.errors import InputError
 
 
 def field_type(hint):
@@ -33,26 +36,65 @@ def field_type(hint):
   return typing.get_origin(hint) or hint
 
 
+def _accepts(hint, value) -> bool:
+  """Whether `value` fits the type hint of a config field: int (not bool),
+  float (or int), str, bool, None for `X | None`, a tuple (or list) of the
+  element type, a dataclass instance; other hints accept anything."""
+  if typing.get_origin(hint) in (typing.Union, types.UnionType):
+    return any(_accepts(arg, value) for arg in typing.get_args(hint))
+  if hint is type(None):
+    return value is None
+  if hint is bool:
+    return isinstance(value, (bool, np.bool_))
+  if hint is int:
+    return isinstance(value, (int, np.integer)) and not isinstance(value, bool)
+  if hint is float:
+    return isinstance(value, (int, float, np.integer, np.floating)) and not isinstance(value, bool)
+  if hint is str:
+    return isinstance(value, str)
+  if typing.get_origin(hint) is tuple or hint is tuple:
+    args = [a for a in typing.get_args(hint) if a is not Ellipsis]
+    return isinstance(value, (tuple, list)) and all(
+        not args or _accepts(args[0], v) for v in value)
+  if dataclasses.is_dataclass(hint):
+    return isinstance(value, hint)
+  return True
+
+
+def _type_name(hint) -> str:
+  if typing.get_origin(hint) in (typing.Union, types.UnionType):
+    return " or ".join(_type_name(arg) for arg in typing.get_args(hint))
+  return "None" if hint is type(None) else getattr(hint, "__name__", str(hint))
+
+
 def from_dict(cls, values: Mapping[str, Any], where: str | None = None):
   """An instance of dataclass `cls` from a (nested) mapping of its fields.
 
-  Fields whose type is a dataclass are built from mappings too. Unknown keys
-  are a ValueError naming them and the known ones (`where` names the section
-  in the message, default the class name); missing keys take their defaults.
+  Fields whose type is a dataclass are built from mappings too. Missing keys
+  take their defaults. `where` names the section in messages (default the
+  class name).
+
+  Raises:
+    InputError: an unknown key (naming it and the known ones), or a value
+      whose type does not fit its field's hint (`_accepts`; naming the field).
   """
   where = where or cls.__name__
   if not isinstance(values, Mapping):
-    raise ValueError(f"{where} must be a mapping of its fields, got {type(values).__name__}")
+    raise InputError(where, f"must be a mapping of its fields, got {type(values).__name__}")
   fields = {f.name: f for f in dataclasses.fields(cls)}
-  unknown = sorted(set(values) - set(fields))
+  unknown = sorted(set(values) - set(fields), key=str)
   if unknown:
-    raise ValueError(f"unknown {where} fields {unknown}; known: {sorted(fields)}")
+    raise InputError(where, f"unknown fields {unknown}; known: {sorted(fields)}")
   hints = typing.get_type_hints(cls)
   kwargs = {}
   for name, value in values.items():
-    inner = field_type(hints.get(name))
+    hint = hints.get(name)
+    inner = field_type(hint)
     if dataclasses.is_dataclass(inner) and isinstance(value, Mapping):
       value = from_dict(inner, value, f"{where}.{name}")
+    elif not _accepts(hint, value):
+      raise InputError(f"{where}.{name}", f"{value!r:.100} is a {type(value).__name__}, "
+                       f"expected {_type_name(hint)}")
     kwargs[name] = value
   return cls(**kwargs)
 

@@ -1,33 +1,128 @@
 """File helpers shared by every reader and writer: one opener for
-compressed files, an atomic JSON writer, and `round_up` for padded lengths."""
+compressed files, atomic writers, and `round_up` for padded lengths.
+
+Readers: `open_binary` / `open_text` turn what a damaged or cut-short file
+raises while it is read (``EOFError`` of a truncated .gz / .xz / .bz2, the
+decompressors' own errors, bytes that are not UTF-8) into an `InputError`
+naming the file.
+
+Writers: `write_bytes` and `write_json` write a temporary sibling and rename
+it into place, so a reader never sees half a file; a failed write (no space,
+no permission) removes the temporary file, leaves the previous file as it
+was, and raises an OSError naming the file (`errors.write_failed`).
+"""
 from __future__ import annotations
 
 import bz2
+import contextlib
 import gzip
+import hashlib
 import io
 import json
 import lzma
 import os
-from typing import Any, BinaryIO, TextIO
+import zlib
+from typing import Any, BinaryIO, Callable, TextIO
+
+from glomo_jax.errors import InputError, write_failed
 
 COMPRESSION_SUFFIXES = (".gz", ".xz", ".bz2")
+_OPENERS = {".gz": gzip.open, ".xz": lzma.open, ".bz2": bz2.open}
+# what a decompressor raises on a damaged or cut-short stream (gzip's
+# BadGzipFile and bz2's "Invalid data stream" are OSErrors)
+_DAMAGED = (EOFError, lzma.LZMAError, zlib.error, OSError)
+
+
+def _damaged(path: str, error: BaseException) -> InputError:
+  if isinstance(error, EOFError):
+    problem = ("the compressed file ends before its end-of-stream marker: it was cut "
+               "short (an interrupted download or copy?); fetch it again")
+  else:
+    problem = (f"not a readable {os.path.splitext(path)[1]} file, or damaged "
+               f"({type(error).__name__}: {error})")
+  return InputError(path, problem)
+
+
+class _CheckedStream(io.RawIOBase):
+  """A decompressing file whose read errors name the file (`_damaged`)."""
+
+  def __init__(self, stream: BinaryIO, path: str):
+    super().__init__()
+    self._stream, self._path = stream, path
+
+  def readable(self) -> bool:
+    return True
+
+  def readinto(self, buffer) -> int:
+    try:
+      return self._stream.readinto(buffer)
+    except InputError:
+      raise
+    except _DAMAGED as e:
+      raise _damaged(self._path, e) from e
+
+  def close(self) -> None:
+    if not self.closed:
+      self._stream.close()
+    super().close()
+
+
+class _CheckedText(io.TextIOWrapper):
+  """UTF-8 text whose decoding errors name the file."""
+
+  def __init__(self, buffer: BinaryIO, path: str, errors: str):
+    super().__init__(buffer, encoding="utf-8", errors=errors)
+    self._path = path
+
+  @contextlib.contextmanager
+  def _checked(self):
+    try:
+      yield
+    except UnicodeDecodeError as e:
+      bad = e.object[e.start:e.start + 1].hex()
+      raise InputError(self._path, f"not UTF-8 text (byte 0x{bad}: {e.reason}); save "
+                       "it as UTF-8") from None
+
+  def read(self, size: int | None = -1) -> str:
+    with self._checked():
+      return super().read(size)
+
+  def readline(self, size: int = -1) -> str:
+    with self._checked():
+      return super().readline(size)
+
+  def __next__(self) -> str:
+    with self._checked():
+      return super().__next__()
 
 
 def open_binary(path: str | os.PathLike) -> BinaryIO:
-  """Opens a plain, .gz, .xz or .bz2 file for reading bytes (decompressed)."""
+  """Opens a plain, .gz, .xz or .bz2 file for reading bytes (decompressed).
+
+  Raises:
+    FileNotFoundError: no such file (when opened).
+    InputError: while reading, a compressed file that is damaged or cut short.
+  """
   path = os.fspath(path)
-  if path.endswith(".gz"):
-    return gzip.open(path, "rb")
-  if path.endswith(".xz"):
-    return lzma.open(path, "rb")
-  if path.endswith(".bz2"):
-    return bz2.open(path, "rb")
-  return open(path, "rb")
+  opener = _OPENERS.get(os.path.splitext(path)[1])
+  if opener is None:
+    return open(path, "rb")
+  return io.BufferedReader(_CheckedStream(opener(path, "rb"), path), 1 << 16)
 
 
 def open_text(path: str | os.PathLike, errors: str = "strict") -> TextIO:
-  """`open_binary` decoded as UTF-8 (`errors` as for `bytes.decode`)."""
-  return io.TextIOWrapper(open_binary(path), encoding="utf-8", errors=errors)
+  """`open_binary` decoded as UTF-8 (`errors` as for `bytes.decode`); with
+  'strict', bytes that are not UTF-8 raise an InputError naming the file."""
+  return _CheckedText(open_binary(path), os.fspath(path), errors)
+
+
+def file_sha256(path: str | os.PathLike) -> str:
+  """The sha256 (hex) of a file's bytes, read in blocks."""
+  digest = hashlib.sha256()
+  with open(path, "rb") as f:
+    for block in iter(lambda: f.read(1 << 20), b""):
+      digest.update(block)
+  return digest.hexdigest()
 
 
 def strip_compression(path: str) -> str:
@@ -45,13 +140,30 @@ def round_up(n: int, multiple: int) -> int:
   return -(-n // multiple) * multiple
 
 
-def write_json(path: str | os.PathLike, value: Any, indent: int | None = 1) -> None:
-  """Writes `value` as UTF-8 JSON (non-ASCII kept; unknown types via str)
-  through a temporary file, so a reader never sees half a file."""
+def write_atomically(path: str | os.PathLike, write: Callable[[BinaryIO], Any]) -> None:
+  """Calls `write(f)` on a temporary sibling of `path` opened for bytes,
+  then renames it to `path` (module docstring: on failure nothing changes)."""
   path = os.fspath(path)
-  os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
-  tmp = path + ".tmp"
-  with open(tmp, "w", encoding="utf-8") as f:
-    json.dump(value, f, indent=indent, ensure_ascii=False, default=str)
-    f.write("\n")
-  os.replace(tmp, path)
+  tmp = f"{path}.tmp{os.getpid()}"
+  try:
+    os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
+    with open(tmp, "wb") as f:
+      write(f)
+    os.replace(tmp, path)
+  except OSError as e:
+    with contextlib.suppress(OSError):
+      os.remove(tmp)
+    kept = "the previous file is unchanged" if os.path.exists(path) else ""
+    raise write_failed(path, e, kept) from e
+
+
+def write_bytes(path: str | os.PathLike, data: bytes) -> None:
+  """Writes `data` to `path` atomically (`write_atomically`)."""
+  write_atomically(path, lambda f: f.write(data))
+
+
+def write_json(path: str | os.PathLike, value: Any, indent: int | None = 1) -> None:
+  """Writes `value` as UTF-8 JSON (non-ASCII kept; unknown types via str),
+  atomically (`write_atomically`)."""
+  text = json.dumps(value, indent=indent, ensure_ascii=False, default=str) + "\n"
+  write_bytes(path, text.encode("utf-8"))

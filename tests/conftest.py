@@ -47,6 +47,19 @@ import jax  # noqa: E402
 import jax.numpy as jnp  # noqa: E402
 import numpy as np  # noqa: E402
 import pytest  # noqa: E402
+from hypothesis import HealthCheck, settings  # noqa: E402
+
+# The fuzz tests (tests/fuzzing.py): 'ci' (the default) tries a fixed,
+# derandomized set of examples per reader, keeps no example database and
+# sets no deadline; 'long' (HYPOTHESIS_PROFILE=long) draws from a random
+# seed, which a failure prints, and `fuzzing.examples` multiplies the counts.
+_FUZZ = dict(deadline=None, print_blob=True,
+             suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large,
+                                    HealthCheck.function_scoped_fixture,
+                                    HealthCheck.large_base_example])
+settings.register_profile("ci", derandomize=True, database=None, **_FUZZ)
+settings.register_profile("long", derandomize=False, database=None, **_FUZZ)
+settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "ci"))
 
 from glomo_jax import GLoMo, ModelConfig  # noqa: E402
 

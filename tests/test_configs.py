@@ -45,9 +45,9 @@ def test_paper_config_is_the_authors_run():
 
 
 def test_unknown_fields_are_errors():
-  with pytest.raises(ValueError, match="unknown PretrainConfig fields"):
+  with pytest.raises(ValueError, match="PretrainConfig: unknown fields"):
     PretrainConfig.from_dict({"num_stepz": 3})
-  with pytest.raises(ValueError, match=r"unknown PretrainConfig.corpus fields \['patern'\]"):
+  with pytest.raises(ValueError, match=r"PretrainConfig.corpus: unknown fields \['patern'\]"):
     PretrainConfig.from_dict({"corpus": {"patern": "x"}})
   with pytest.raises(ValueError, match="must exceed"):
     PretrainConfig(bptt=3)

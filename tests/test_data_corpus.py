@@ -112,13 +112,13 @@ def test_several_globs_and_shards_are_disjoint_and_covering(tmp_path):
 
 def test_no_file_matches_names_the_glob(tmp_path):
   pattern = str(tmp_path / "nothing-*.txt")
-  with pytest.raises(ValueError, match="no file matches.*nothing-"):
+  with pytest.raises(ValueError, match="nothing-.*no file matches"):
     load_documents(files_spec(pattern))
 
 
 def test_all_documents_empty_names_the_spec(tmp_path):
   write(tmp_path / "e.jsonl", b'{"text": "   "}\n{"text": ""}\n')
-  with pytest.raises(ValueError, match=r"empty corpus.*e\.jsonl.*2 empty"):
+  with pytest.raises(ValueError, match=r"e\.jsonl.*empty corpus.*2 empty"):
     load_documents(files_spec(tmp_path / "e.jsonl"))
 
 
@@ -166,7 +166,7 @@ def test_spec_validation_and_dict_round_trip():
     load_documents(CorpusSpec(source="files"))                    # empty until used
   with pytest.raises(ValueError, match="needs a dataset name"):
     load_documents(CorpusSpec(source="tfds"))
-  with pytest.raises(ValueError, match=r"unknown CorpusSpec fields \['colour'\]"):
+  with pytest.raises(ValueError, match=r"CorpusSpec: unknown fields \['colour'\]"):
     CorpusSpec.from_dict({"source": "synthetic", "colour": "red"})
   spec = CorpusSpec.from_dict({"source": "files", "pattern": ["a/*.txt", "b/*.gz"],
                                "synthetic": {"num_documents": 7}})

@@ -103,6 +103,35 @@ def test_cache_skips_tokenisation_and_follows_inputs(tmp_path, piece_tok, word_t
   np.testing.assert_array_equal(loaded.arc_kind, made.arc_kind)
 
 
+@pytest.mark.parametrize("damage", ["flip", "cut", "remove", "meta"])
+def test_a_damaged_cache_entry_is_tokenized_again(tmp_path, piece_tok, caplog, damage):
+  corpus = tmp_path / "corpus.jsonl"
+  corpus.write_text('{"text": "the dog runs ."}\n{"text": "a cat sees a bird ."}\n')
+  spec = CorpusSpec(source="files", pattern=str(corpus))
+  cache = str(tmp_path / "cache")
+  first = build_stream(spec, piece_tok, cache_dir=cache)
+  (entry,) = os.listdir(cache)
+  tokens = os.path.join(cache, entry, "tokens.npy")
+  size = os.path.getsize(tokens)
+  if damage == "remove":
+    os.remove(tokens)
+  elif damage == "meta":
+    with open(os.path.join(cache, entry, "meta.json"), "w") as f:
+      f.write("[1, 2")
+  else:
+    with open(tokens, "r+b") as f:
+      if damage == "cut":
+        f.truncate(size - 4)
+      else:                             # the last token's id, one bit changed
+        f.seek(size - 4)
+        f.write(bytes([f.read(1)[0] ^ 1]))
+  with caplog.at_level("WARNING", logger=stream_lib.__name__):
+    again = build_stream(spec, piece_tok, cache_dir=cache)
+  assert "damaged token stream cache" in caplog.text and "tokenizing again" in caplog.text
+  np.testing.assert_array_equal(again.tokens, first.tokens)
+  assert stream_lib.load_stream(os.path.join(cache, entry)).num_tokens == first.num_tokens
+
+
 def test_build_stream_shards_and_errors(word_tok):
   whole = build_stream(CorpusSpec(synthetic=CONFIG), word_tok)
   halves = [build_stream(CorpusSpec(synthetic=CONFIG), word_tok, shard_index=i, num_shards=2)

@@ -139,3 +139,47 @@ def test_squad_mistakes(tmp_path):
   out = run(["-m", "experiments.squad_answer", f"--workdir={tmp_path}", "--passage=A b.",
              "--question=What?"])
   assert_one_line(out, "is not a SQuAD run", "experiments.squad")
+
+
+def cut_copy(source, size, target, fallback):
+  """The first `size` bytes of `source` (a shared file; `fallback()`'s bytes,
+  compressed alike, where the shared data is absent) written to `target`."""
+  if os.path.exists(source):
+    with open(source, "rb") as f:
+      data = f.read(size)
+  else:
+    data = fallback()[:size]
+  target.write_bytes(data)
+  return target
+
+
+def test_downloads_cut_short_are_one_line(tmp_path):
+  """The two accidents of issue 47: the first 3,000 bytes of a shared .xz
+  corpus, the first 2,000 of a .gz SQuAD file."""
+  import gzip  # noqa: PLC0415
+  import json  # noqa: PLC0415
+  import lzma  # noqa: PLC0415
+  from conftest import SHARED_DATA  # noqa: PLC0415
+  from test_squad_parts import squad_articles  # noqa: PLC0415
+  corpus = cut_copy(
+      os.path.join(SHARED_DATA, "wiki_text", "enwiki2015_wikiextractor_part1.jsonl.xz"), 3000,
+      tmp_path / "part1_cut_short.jsonl.xz",
+      lambda: lzma.compress(b"".join(json.dumps({"text": f"Article {i}. " * 200}).encode()
+                                     + b"\n" for i in range(50))))
+  out = run(PRETRAIN + [WIKI_TINY, f"--config.corpus.pattern={corpus}",
+                        f"--workdir={tmp_path / 'cut'}"])
+  assert_one_line(out, "part1_cut_short.jsonl.xz", "cut short", "fetch it again")
+  squad = cut_copy(
+      os.path.join(SHARED_DATA, "squad_v1.1", "squad_dev_v1.1_part1_reconstructed.json.gz"),
+      2000, tmp_path / "dev_cut_short.json.gz",
+      lambda: gzip.compress(json.dumps({"data": squad_articles() * 20}).encode()))
+  out = run(["-m", "experiments.squad", "--config=experiments/configs/squad.py:tiny",
+             f"--config.files.train={squad}", f"--workdir={tmp_path / 'cut2'}"])
+  assert_one_line(out, "dev_cut_short.json.gz", "cut short")
+  for workdir in (tmp_path / "cut", tmp_path / "cut2"):   # nothing written before the error
+    assert not (workdir.exists() and os.listdir(workdir))
+  config = tmp_path / "cut_config.py"              # a config file cut short
+  with open(os.path.join(REPO, "experiments", "configs", "wiki_cpu.py"), "rb") as f:
+    config.write_bytes(f.read()[:700])
+  out = run(PRETRAIN + [f"--config={config}:tiny", f"--workdir={tmp_path / 'cut3'}"])
+  assert_one_line(out, "in the command-line flags")

@@ -183,7 +183,7 @@ def test_corrupt_params_byte_fails_the_hash(model, tmp_path):
   data = bytearray(open(params, "rb").read())
   data[len(data) // 2] ^= 0x01
   open(params, "wb").write(bytes(data))
-  with pytest.raises(ValueError, match=r"corrupt export: .*params\.msgpack.*hash differs"):
+  with pytest.raises(ValueError, match=r"params\.msgpack: corrupt export: .*hash differs"):
     export.load_graph_predictor(path)
 
 
@@ -222,7 +222,7 @@ def test_missing_and_unreadable_files_give_clear_errors(model, tmp_path):
   manifest_path = os.path.join(path, "glomo_export.json")
   manifest = open(manifest_path).read()
   open(manifest_path, "w").write(manifest[:40])
-  with pytest.raises(ValueError, match=r"glomo_export\.json is not valid JSON"):
+  with pytest.raises(ValueError, match=r"glomo_export\.json: corrupt export: not valid JSON"):
     export.load_graph_predictor(path)
   open(manifest_path, "w").write(manifest.replace('"format_version": 1', '"format_version": 7'))
   with pytest.raises(ValueError, match="unknown export format_version 7"):

@@ -304,7 +304,7 @@ def test_config_typos_and_bad_values_are_clear_errors():
     ModelConfig(sparsity="sparse")
   with pytest.raises(ValueError, match="divisible"):
     ModelConfig(dim=10, num_heads=4)
-  with pytest.raises(ValueError, match="unknown ModelConfig fields"):
+  with pytest.raises(ValueError, match="ModelConfig: unknown fields"):
     ModelConfig.from_dict({"dimm": 3})
   assert ModelConfig.from_dict(ModelConfig.tiny().to_dict()) == ModelConfig.tiny()
 

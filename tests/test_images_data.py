@@ -68,7 +68,7 @@ def test_bad_files_and_arrays_are_named(tmp_path):
   with pytest.raises(ValueError, match="no 'images' array"):
     read_npz_images(str(tmp_path / "k.npz"))
   np.savez(tmp_path / "f.npz", images=np.zeros((1, 2, 2, 3), np.float32))
-  with pytest.raises(ValueError, match="f.npz: images: expected uint8"):
+  with pytest.raises(ValueError, match="f.npz: .*images: expected uint8"):
     read_npz_images(str(tmp_path / "f.npz"))
   (tmp_path / "t.npz").write_text("not a zip")
   with pytest.raises(ValueError, match="not a readable .npz"):

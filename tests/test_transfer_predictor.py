@@ -208,15 +208,17 @@ def test_stale_caches_are_never_reused(predictor, tmp_path):
   assert len(paths) == 4
   np.testing.assert_array_equal(other_data.get([2])[0],
                                 word_graphs(predictor, None, [DATASET[3]], W)[0])
-  # a cache whose manifest does not match the request is refused
+  # a cache whose manifest does not match the request (its name) is built again
+  expected = base.get(range(3))[0]
   meta_path = os.path.join(base.path, "meta.json")
   with open(meta_path) as f:
     meta = json.load(f)
   meta["content_sha256"] = "f" * 64
   with open(meta_path, "w") as f:
     json.dump(meta, f)
-  with pytest.raises(ValueError, match="stale"):
-    cached_word_graphs(str(tmp_path), predictor, DATASET[:3], W, dtype="float32")
+  again = cached_word_graphs(str(tmp_path), predictor, DATASET[:3], W, dtype="float32")
+  assert again.meta["content_sha256"] == predictor.manifest["content_sha256"]
+  np.testing.assert_array_equal(again.get(range(3))[0], expected)
   unkeyed = copy.copy(predictor)
   unkeyed.manifest = {}
   with pytest.raises(ValueError, match="content_sha256"):
@@ -353,3 +355,39 @@ def test_uint8_cache_reads_back_rows_of_levels(predictor, tmp_path):
     levels.get([0], dtype="uint8")
   with pytest.raises(ValueError, match="'uint8' with top_k"):
     cached_word_graphs(str(tmp_path), predictor, DATASET, W, dtype="uint8")
+
+
+def test_a_damaged_cache_is_found_and_built_again(predictor, tmp_path, caplog):
+  from glomo_jax.errors import InputError  # noqa: PLC0415
+  cache = cached_word_graphs(str(tmp_path), predictor, DATASET, W, dtype="float32")
+  expected = cache.get(range(len(DATASET)))[0]
+  graphs = os.path.join(cache.path, "graphs.npy")
+  size = os.path.getsize(graphs)
+  with open(graphs, "r+b") as f:                  # cut short: found when opened
+    f.truncate(size - 7)
+  with caplog.at_level("WARNING", logger=cache_lib.__name__):
+    again = cached_word_graphs(str(tmp_path), predictor, DATASET, W, dtype="float32")
+  assert "damaged graph cache" in caplog.text and "cut short" in caplog.text
+  np.testing.assert_array_equal(again.get(range(len(DATASET)))[0], expected)
+  with open(graphs, "r+b") as f:                  # a byte changed: found when read
+    f.seek(size - 5)
+    byte = f.read(1)
+    f.seek(size - 5)
+    f.write(bytes([byte[0] ^ 0x40]))
+  opened = cached_word_graphs(str(tmp_path), predictor, DATASET, W, dtype="float32")
+  opened.get(range(len(DATASET) - 1))              # the other examples read fine
+  with pytest.raises(InputError, match=rf"{cache.path}: damaged graph cache: .*example 8"):
+    opened.get([len(DATASET) - 1])
+  assert not os.path.exists(cache.path)           # removed: the next run builds it
+  rebuilt = cached_word_graphs(str(tmp_path), predictor, DATASET, W, dtype="float32")
+  np.testing.assert_array_equal(rebuilt.get(range(len(DATASET)))[0], expected)
+  meta_path = os.path.join(rebuilt.path, "meta.json")   # made before the records
+  with open(meta_path) as f:
+    meta = json.load(f)
+  del meta["files"]
+  with open(meta_path, "w") as f:
+    json.dump(meta, f)
+  with pytest.raises(InputError, match="no integrity record"):
+    cache_lib.WordGraphCache(rebuilt.path)
+  assert "files" in cached_word_graphs(str(tmp_path), predictor, DATASET, W,
+                                       dtype="float32").meta

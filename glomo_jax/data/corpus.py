@@ -29,14 +29,14 @@ lines, stripped, joined by ``\\n`` (the heading line included).
 Non-UTF-8 bytes (``on_decode_error``): ``'replace'`` (default) decodes with
 U+FFFD in place of every bad byte, counts the documents this touched in
 `CorpusStats.replaced_documents` and logs one warning per file; ``'strict'``
-raises a ValueError naming the file (and line for jsonl). TFDS text features
+raises an InputError naming the file (and line for jsonl). TFDS text features
 are decoded the same way when the reader returns bytes.
 
 Errors: an unknown source, format or reader (when the spec is built); a
 files corpus without a pattern or a TFDS corpus without a name, a glob
 matching no file, a corpus (or shard) with no non-empty document, a jsonl line that is not a
-JSON object or lacks ``text_field`` (or holds a non-string there) all raise a
-ValueError naming the spec, the file and the line.
+JSON object or lacks ``text_field`` (or holds a non-string there) all raise an
+InputError (`glomo_jax.errors`) naming the spec, the file and the line.
 """
 from __future__ import annotations
 
@@ -52,6 +52,7 @@ from glomo_jax.config import DictConfig
 from glomo_jax.data.synthetic import SyntheticConfig, generate_corpus
 from glomo_jax.data.tfds_source import READERS as TFDS_READERS
 from glomo_jax.data.tfds_source import tfds_records
+from glomo_jax.errors import InputError
 from glomo_jax.io import open_binary, strip_compression
 
 logger = logging.getLogger(__name__)
@@ -147,8 +148,9 @@ class CorpusStats:
   characters: int = 0
 
 
-class CorpusError(ValueError):
-  """A corpus that cannot be read: no pattern or name, no file, no text."""
+class CorpusError(InputError):
+  """A corpus that cannot be read: no pattern or name, no file, no text
+  (`where`: the corpus spec, or its file pattern)."""
 
 
 def _check_choice(field: str, value: str, choices: tuple[str, ...]) -> None:
@@ -156,14 +158,15 @@ def _check_choice(field: str, value: str, choices: tuple[str, ...]) -> None:
     raise ValueError(f"unknown {field} {value!r}; choose one of {choices}")
 
 
-def _decode(data: bytes, on_error: str, where: str) -> tuple[str, bool]:
+def _decode(data: bytes, on_error: str, where: str, line: int | None = None
+            ) -> tuple[str, bool]:
   """UTF-8 bytes -> (text, whether bytes were replaced)."""
   try:
     return data.decode("utf-8"), False
   except UnicodeDecodeError as e:
     if on_error == "strict":
-      raise ValueError(f"{where}: not valid UTF-8 ({e}); use "
-                       "on_decode_error='replace' to decode it anyway") from e
+      raise InputError(where, f"not valid UTF-8 ({e.reason} at byte {e.start}); use "
+                       "on_decode_error='replace' to decode it anyway", line=line) from e
     return data.decode("utf-8", errors="replace"), True
 
 
@@ -192,21 +195,21 @@ def _jsonl_documents(f: BinaryIO, path: str, text_field: str,
   for number, raw in enumerate(f, start=1):
     if not raw.strip():
       continue
-    where = f"{path}:{number}"
-    line, replaced = _decode(raw, on_error, where)
+    line, replaced = _decode(raw, on_error, path, number)
     try:
       record = json.loads(line)
-    except json.JSONDecodeError as e:
-      raise ValueError(f"{where}: not a JSON object ({e})") from e
+    except (json.JSONDecodeError, RecursionError) as e:
+      raise InputError(path, f"not a JSON object ({e})", line=number) from None
     if not isinstance(record, dict):
-      raise ValueError(f"{where}: expected a JSON object, got {type(record).__name__}")
+      raise InputError(path, f"expected a JSON object, got {type(record).__name__}",
+                       line=number)
     if text_field not in record:
-      raise ValueError(f"{where}: missing text field {text_field!r} "
-                       f"(fields: {sorted(record)})")
+      raise InputError(path, f"missing text field {text_field!r} (fields: "
+                       f"{sorted(record)[:20]})", line=number)
     text = record[text_field]
     if not isinstance(text, str):
-      raise ValueError(f"{where}: text field {text_field!r} holds "
-                       f"{type(text).__name__}, not a string")
+      raise InputError(path, f"text field {text_field!r} holds {type(text).__name__}, "
+                       "not a string", line=number)
     yield text, replaced
 
 
@@ -215,7 +218,7 @@ def _wikitext_documents(f: BinaryIO, path: str,
   lines: list[str] = []
   replaced = False
   for number, raw in enumerate(f, start=1):
-    line, bad = _decode(raw, on_error, f"{path}:{number}")
+    line, bad = _decode(raw, on_error, path, number)
     line = line.strip("\r\n")
     if _WIKITEXT_TITLE.match(line) and lines:
       yield "\n".join(lines), replaced
@@ -242,8 +245,8 @@ def _file_documents(path: str, fmt: str, text_field: str,
 def _files_source(spec: CorpusSpec, stats: CorpusStats) -> Iterator[tuple[str, bool]]:
   files = matching_files(spec.pattern)
   if not files:
-    raise CorpusError(f"no file matches corpus pattern {spec.pattern!r}: set corpus.pattern "
-                     "to a glob of text, WikiText or JSON-lines files")
+    raise CorpusError(f"corpus pattern {spec.pattern!r}", "no file matches it: set "
+                      "corpus.pattern to a glob of text, WikiText or JSON-lines files")
   for path in files:
     stats.files += 1
     fmt = spec.file_format if spec.file_format != "auto" else file_format_of(path)
@@ -265,8 +268,8 @@ def _tfds_source(spec: CorpusSpec, shard_index: int,
                          shard_index=shard_index, num_shards=num_shards)
   for number, record in enumerate(records):
     if spec.text_feature not in record:
-      raise ValueError(f"{where}: missing text feature {spec.text_feature!r} "
-                       f"(features: {sorted(record)})")
+      raise InputError(where, f"missing text feature {spec.text_feature!r} "
+                       f"(features: {sorted(record)})", record=number)
     text = record[spec.text_feature]
     if hasattr(text, "item") and getattr(text, "shape", None) == ():
       text = text.item()  # 0-d numpy array
@@ -275,8 +278,8 @@ def _tfds_source(spec: CorpusSpec, shard_index: int,
     elif isinstance(text, str):
       yield text, False
     else:
-      raise ValueError(f"{where}: text feature {spec.text_feature!r} holds "
-                       f"{type(text).__name__}, not text")
+      raise InputError(where, f"text feature {spec.text_feature!r} holds "
+                       f"{type(text).__name__}, not text", record=number)
 
 
 def iter_documents(spec: CorpusSpec | Mapping[str, Any], shard_index: int = 0,
@@ -292,7 +295,7 @@ def iter_documents(spec: CorpusSpec | Mapping[str, Any], shard_index: int = 0,
     stats: optional counters, updated as documents are read.
 
   Raises:
-    ValueError: see the module docstring; an empty shard raises when the
+    InputError: see the module docstring; an empty shard raises when the
       iteration ends.
   """
   if not isinstance(spec, CorpusSpec):
@@ -301,10 +304,11 @@ def iter_documents(spec: CorpusSpec | Mapping[str, Any], shard_index: int = 0,
     raise ValueError(f"need 0 <= shard_index < num_shards, got {shard_index}, {num_shards}")
   stats = stats if stats is not None else CorpusStats()
   if spec.source == "files" and not spec.pattern:
-    raise CorpusError("a corpus of source 'files' needs a file pattern: set corpus.pattern "
-                     "(e.g. --config.corpus.pattern='data/*.txt')")
+    raise CorpusError("corpus.pattern", "a corpus of source 'files' needs a file pattern: "
+                      "set corpus.pattern (e.g. --config.corpus.pattern='data/*.txt')")
   if spec.source == "tfds" and not spec.name:
-    raise CorpusError("a corpus of source 'tfds' needs a dataset name: set corpus.name")
+    raise CorpusError("corpus.name", "a corpus of source 'tfds' needs a dataset name: set "
+                      "corpus.name")
   if spec.source == "tfds":
     pairs = _tfds_source(spec, shard_index, num_shards)
     round_robin = False
@@ -332,9 +336,9 @@ def iter_documents(spec: CorpusSpec | Mapping[str, Any], shard_index: int = 0,
       return
   if not yielded:
     shard = f" (shard {shard_index} of {num_shards})" if num_shards > 1 else ""
-    raise CorpusError(f"empty corpus{shard}: no non-empty document in "
-                     f"{spec.describe()} ({stats.empty_documents} empty skipped); point "
-                     "the corpus at documents that hold text")
+    raise CorpusError(spec.describe(), f"empty corpus{shard}: no non-empty document "
+                      f"({stats.empty_documents} empty skipped); point the corpus at "
+                      "documents that hold text")
 
 
 def load_documents(spec: CorpusSpec | Mapping[str, Any], shard_index: int = 0,

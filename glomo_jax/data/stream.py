@@ -8,7 +8,9 @@ works. For the synthetic corpus it also holds the planted arcs per token.
 `build_stream` reads a corpus, tokenizes it and, given a cache directory,
 saves the arrays as .npy files under a key of (corpus spec, input files'
 sizes and mtimes, tokenizer fingerprint, shard) so that the next run loads
-them instead of tokenizing again.
+them instead of tokenizing again; an entry whose files differ from the
+sha256 hashes in its meta.json (damaged, or made before the hashes) is
+tokenized again.
 
 `split_stream` keeps the last documents apart as the held-out split.
 """
@@ -29,6 +31,8 @@ import numpy as np
 from glomo_jax.data.corpus import CorpusSpec, CorpusStats, iter_documents, matching_files
 from glomo_jax.data.synthetic import SyntheticDocument, generate_corpus
 from glomo_jax.data.tokenizer import Tokenizer
+from glomo_jax.errors import InputError, write_failed
+from glomo_jax.io import file_sha256
 
 logger = logging.getLogger(__name__)
 
@@ -175,10 +179,14 @@ _ARRAYS = ("tokens", "doc_starts", "arc_source", "arc_kind")
 
 
 def save_stream(stream: TokenStream, directory: str, meta: Mapping[str, Any] = ()) -> None:
-  """Writes the stream's arrays as .npy files plus meta.json, atomically."""
+  """Writes the stream's arrays as .npy files plus meta.json (with each
+  file's sha256), atomically."""
   parent = os.path.dirname(os.path.abspath(directory))
-  os.makedirs(parent, exist_ok=True)
-  tmp = tempfile.mkdtemp(prefix=".tmp-stream-", dir=parent)
+  try:
+    os.makedirs(parent, exist_ok=True)
+    tmp = tempfile.mkdtemp(prefix=".tmp-stream-", dir=parent)
+  except OSError as e:
+    raise write_failed(directory, e) from e
   try:
     for name in _ARRAYS:
       value = getattr(stream, name)
@@ -186,7 +194,9 @@ def save_stream(stream: TokenStream, directory: str, meta: Mapping[str, Any] = (
         np.save(os.path.join(tmp, f"{name}.npy"), value)
     info = dict(meta, version=CACHE_VERSION, num_tokens=stream.num_tokens,
                 num_documents=stream.num_documents,
-                tokenizer_fingerprint=stream.tokenizer_fingerprint)
+                tokenizer_fingerprint=stream.tokenizer_fingerprint,
+                files={name: file_sha256(os.path.join(tmp, name))
+                       for name in sorted(os.listdir(tmp))})
     with open(os.path.join(tmp, "meta.json"), "w") as f:
       json.dump(info, f, indent=1, sort_keys=True, default=str)
     try:
@@ -194,22 +204,37 @@ def save_stream(stream: TokenStream, directory: str, meta: Mapping[str, Any] = (
     except OSError:  # another process wrote the same cache entry first
       if not os.path.exists(os.path.join(directory, "meta.json")):
         raise
+  except OSError as e:
+    raise write_failed(directory, e, "no partial cache was left") from e
   finally:
     shutil.rmtree(tmp, ignore_errors=True)
 
 
 def load_stream(directory: str) -> TokenStream:
-  """Reads a stream written by `save_stream`."""
-  with open(os.path.join(directory, "meta.json")) as f:
-    meta = json.load(f)
-  if meta.get("version") != CACHE_VERSION:
-    raise ValueError(f"{directory}: cache version {meta.get('version')}, "
-                     f"expected {CACHE_VERSION}")
-  arrays = {}
-  for name in _ARRAYS:
-    path = os.path.join(directory, f"{name}.npy")
-    arrays[name] = np.load(path) if os.path.exists(path) else None
-  return TokenStream(tokenizer_fingerprint=meta["tokenizer_fingerprint"], **arrays)
+  """Reads a stream written by `save_stream`.
+
+  Raises:
+    InputError: another cache version, or a damaged cache (a file missing,
+      cut short or changed: its sha256 differs from meta.json's).
+  """
+  try:
+    with open(os.path.join(directory, "meta.json"), encoding="utf-8") as f:
+      meta = json.load(f)
+    if not isinstance(meta, dict):
+      raise ValueError("meta.json does not hold a JSON object")
+    if meta.get("version") != CACHE_VERSION:
+      raise ValueError(f"cache version {meta.get('version')}, expected {CACHE_VERSION}")
+    files = meta.get("files")
+    if not isinstance(files, dict) or "tokens.npy" not in files:
+      raise ValueError("no file hashes (made by an older glomo_jax)")
+    for name, digest in files.items():
+      if file_sha256(os.path.join(directory, name)) != digest:
+        raise ValueError(f"{name}'s sha256 hash differs from the one recorded")
+    arrays = {name: np.load(os.path.join(directory, f"{name}.npy"))
+              if f"{name}.npy" in files else None for name in _ARRAYS}
+    return TokenStream(tokenizer_fingerprint=meta["tokenizer_fingerprint"], **arrays)
+  except (OSError, ValueError, KeyError, TypeError) as e:
+    raise InputError(directory, f"damaged token stream cache: {e}") from None
 
 
 def build_stream(spec: CorpusSpec | Mapping[str, Any], tokenizer: Tokenizer, *,
@@ -236,9 +261,13 @@ def build_stream(spec: CorpusSpec | Mapping[str, Any], tokenizer: Tokenizer, *,
   entry = None
   if cache_dir is not None:
     entry = os.path.join(cache_dir, _cache_key(spec, tokenizer, shard_index, num_shards))
-    if os.path.exists(os.path.join(entry, "meta.json")):
+    if os.path.lexists(entry):
       logger.info("loading token stream from cache %s", entry)
-      return load_stream(entry)
+      try:
+        return load_stream(entry)
+      except InputError as e:
+        logger.warning("%s; tokenizing again", e)
+        shutil.rmtree(entry, ignore_errors=True)
   stats = stats if stats is not None else CorpusStats()
   if spec.source == "synthetic":
     config = spec.synthetic

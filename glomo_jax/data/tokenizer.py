@@ -30,6 +30,9 @@ import numpy as np
 import sentencepiece as spm
 from sentencepiece import sentencepiece_pb2
 
+from glomo_jax.errors import InputError
+from glomo_jax.io import write_bytes
+
 PAD_ID, UNK_ID, EOS_ID = 0, 1, 2
 MODEL_FILENAME = "tokenizer.model"
 _WORD_CACHE_SIZE = 1 << 18  # words whose ids encode_words keeps
@@ -56,17 +59,27 @@ class Tokenizer:
 
   @classmethod
   def load(cls, path: str) -> "Tokenizer":
-    """Loads `path`, a model file or a directory holding tokenizer.model."""
+    """Loads `path`, a model file or a directory holding tokenizer.model.
+
+    Raises:
+      FileNotFoundError: no such file.
+      InputError: not a SentencePiece model with the reserved ids above.
+    """
     if os.path.isdir(path):
       path = os.path.join(path, MODEL_FILENAME)
     with open(path, "rb") as f:
-      return cls(f.read())
+      data = f.read()
+    try:
+      return cls(data)
+    except (RuntimeError, ValueError) as e:
+      problem = str(e) if isinstance(e, ValueError) else "cannot be parsed"
+      raise InputError(path, f"not a usable SentencePiece model: {problem}") from None
 
   def save(self, path: str) -> str:
     """Writes the model to `path` (a file, or a directory -> tokenizer.model)."""
     if os.path.isdir(path):
       path = os.path.join(path, MODEL_FILENAME)
-    _write_atomic(path, self._bytes)
+    write_bytes(path, self._bytes)
     return path
 
   def serialized(self) -> bytes:
@@ -175,14 +188,6 @@ class Tokenizer:
     ids = np.fromiter((i for p in pieces for i in p), dtype=np.int32,
                       count=int(word_start[-1]))
     return ids, word_start
-
-
-def _write_atomic(path: str, data: bytes) -> None:
-  os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
-  tmp = f"{path}.tmp{os.getpid()}"
-  with open(tmp, "wb") as f:
-    f.write(data)
-  os.replace(tmp, path)
 
 
 def _model_path(model_prefix_or_dir: str) -> str:
@@ -314,7 +319,7 @@ def train_tokenizer(documents: Iterable[str], vocab_size: int,
         f"sentences ({sum(map(len, sample))} characters) support at most {limit.group(2)} "
         "pieces; lower vocab_size or give more text") from None
   tokenizer = Tokenizer(model.getvalue())
-  _write_atomic(_model_path(model_prefix_or_dir), tokenizer.serialized())
+  write_bytes(_model_path(model_prefix_or_dir), tokenizer.serialized())
   return tokenizer
 
 

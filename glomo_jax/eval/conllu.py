@@ -23,12 +23,12 @@ whole token's span goes to its first word and the others get the empty span
 from __future__ import annotations
 
 import dataclasses
-import gzip
-import io
-import lzma
 from typing import Iterator
 
 import numpy as np
+
+from glomo_jax.errors import InputError
+from glomo_jax.io import open_text
 
 
 @dataclasses.dataclass(frozen=True)
@@ -56,16 +56,8 @@ class Sentence:
     return len(self.forms)
 
 
-class CoNLLUError(ValueError):
+class CoNLLUError(InputError):
   """A CoNLL-U file that cannot be read; the message names the file and line."""
-
-
-def _open(path: str):
-  if path.endswith(".gz"):
-    return io.TextIOWrapper(gzip.open(path), encoding="utf-8")
-  if path.endswith(".xz"):
-    return io.TextIOWrapper(lzma.open(path), encoding="utf-8")
-  return open(path, encoding="utf-8")
 
 
 def read_conllu(path: str) -> Iterator[Sentence]:
@@ -74,8 +66,9 @@ def read_conllu(path: str) -> Iterator[Sentence]:
   Raises:
     CoNLLUError: a malformed line, a HEAD outside the sentence, or a token
       that is not in the sentence's text (file and line named).
+    InputError: a file that is not UTF-8, or is damaged or cut short.
   """
-  with _open(path) as lines:
+  with open_text(path) as lines:
     block, first = [], 1
     for number, line in enumerate(lines, 1):
       line = line.rstrip("\n")
@@ -85,14 +78,15 @@ def read_conllu(path: str) -> Iterator[Sentence]:
         block.append(line)
         continue
       if block:
-        yield _sentence(block, f"{path}:{first}")
+        yield _sentence(block, path, first)
         block = []
     if block:
-      yield _sentence(block, f"{path}:{first}")
+      yield _sentence(block, path, first)
 
 
-def _sentence(block: list[str], where: str) -> Sentence:
-  text, sent_id = None, f"line {where.rsplit(':', 1)[1]}"
+def _sentence(block: list[str], path: str, first: int) -> Sentence:
+  """The sentence of the lines `block`, the first of them line `first` of `path`."""
+  text, sent_id = None, f"line {first}"
   tokens = []      # (form, first word index, last word index, space_after)
   forms, heads, deprels = [], [], []
   for offset, line in enumerate(block):
@@ -105,8 +99,8 @@ def _sentence(block: list[str], where: str) -> Sentence:
       continue
     columns = line.split("\t")
     if len(columns) != 10:
-      raise CoNLLUError(f"{_line(where, offset)}: expected 10 tab-separated columns, "
-                        f"got {len(columns)}")
+      raise CoNLLUError(path, f"expected 10 tab-separated columns, got {len(columns)}",
+                        line=first + offset)
     ident, form, misc = columns[0], columns[1], columns[9]
     space_after = "SpaceAfter=No" not in misc.split("|")
     try:
@@ -114,14 +108,17 @@ def _sentence(block: list[str], where: str) -> Sentence:
         continue
       if "-" in ident:
         a, b = (int(x) for x in ident.split("-"))
+        if a != len(forms) + 1 or b < a:
+          raise CoNLLUError(path, f"multiword token {ident} does not span the next words",
+                            line=first + offset)
         tokens.append((form, a - 1, b - 1, space_after))
         continue
       index = int(ident)
       head = int(columns[6])
     except ValueError as error:
-      raise CoNLLUError(f"{_line(where, offset)}: bad ID or HEAD ({error})") from None
+      raise CoNLLUError(path, f"bad ID or HEAD ({error})", line=first + offset) from None
     if index != len(forms) + 1:
-      raise CoNLLUError(f"{_line(where, offset)}: word {index} out of order")
+      raise CoNLLUError(path, f"word {index} out of order", line=first + offset)
     if not tokens or tokens[-1][2] < index - 1:
       tokens.append((form, index - 1, index - 1, space_after))
     forms.append(form)
@@ -130,27 +127,26 @@ def _sentence(block: list[str], where: str) -> Sentence:
   n = len(forms)
   heads = np.asarray(heads, np.int32)
   if n == 0:
-    raise CoNLLUError(f"{where}: a sentence without words")
+    raise CoNLLUError(path, "a sentence without words", line=first)
+  if tokens[-1][2] >= n:
+    raise CoNLLUError(path, "a multiword token spans words past the sentence's end",
+                      line=first)
   if np.any(heads < -1) or np.any(heads >= n):
-    raise CoNLLUError(f"{where}: a HEAD points outside the sentence ({n} words)")
+    raise CoNLLUError(path, f"a HEAD points outside the sentence ({n} words)", line=first)
   if text is None:
     text = "".join(form + (" " if space else "") for form, _, _, space in tokens).rstrip()
   return Sentence(text=text, forms=tuple(forms), heads=heads, deprels=tuple(deprels),
-                  spans=_word_spans(text, tokens, forms, where), sent_id=sent_id)
+                  spans=_word_spans(text, tokens, forms, path, first), sent_id=sent_id)
 
 
-def _line(where: str, offset: int) -> str:
-  path, first = where.rsplit(":", 1)
-  return f"{path}:{int(first) + offset}"
-
-
-def _word_spans(text: str, tokens, forms, where: str) -> np.ndarray:
+def _word_spans(text: str, tokens, forms, path: str, first: int) -> np.ndarray:
   spans = np.full((len(forms), 2), -1, np.int64)
   cursor = 0
   for form, first, last, _ in tokens:
     start = text.find(form, cursor)
     if start < 0 or text[cursor:start].strip():
-      raise CoNLLUError(f"{where}: token {form!r} is not next in the text {text!r}")
+      raise CoNLLUError(path, f"token {form!r} is not next in the text {text!r}",
+                        line=first)
     cursor = start + len(form)
     words = forms[first:last + 1]
     if "".join(words) == form:

@@ -84,6 +84,7 @@ import numpy as np
 import glomo_jax
 from glomo_jax.config import ModelConfig
 from glomo_jax.data.tokenizer import Tokenizer
+from glomo_jax.errors import InputError, write_failed
 from glomo_jax.export.subset import (COLLECTIONS, _check_tree, _expected_leaves,
                                      _flatten, _unflatten, check_units,
                                      graph_predictor_variables)
@@ -236,19 +237,28 @@ def _check_destination(final: str, overwrite: bool) -> None:
 def _write_directory(final: str, contents: Mapping[str, bytes], overwrite: bool) -> None:
   """Writes `contents` into a temporary sibling directory, then renames it to
   `final` (replacing an old export, when allowed, only after the new one is
-  complete)."""
+  complete). A failed write (no space, no permission) leaves `final` as it
+  was and raises an OSError naming it (`errors.write_failed`)."""
   parent, name = os.path.split(final)
-  os.makedirs(parent, exist_ok=True)
   tag = uuid.uuid4().hex[:12]
   tmp = os.path.join(parent, f".{name}.tmp-{tag}")
   old = os.path.join(parent, f".{name}.old-{tag}")
-  os.mkdir(tmp)
   try:
-    for filename in sorted(contents, key=lambda f: f == MANIFEST_FILENAME):
-      with open(os.path.join(tmp, filename), "wb") as f:
-        f.write(contents[filename])
-        f.flush()
-        os.fsync(f.fileno())
+    os.makedirs(parent, exist_ok=True)
+    os.mkdir(tmp)
+  except OSError as e:
+    raise write_failed(final, e) from e
+  try:
+    try:
+      for filename in sorted(contents, key=lambda f: f == MANIFEST_FILENAME):
+        with open(os.path.join(tmp, filename), "wb") as f:
+          f.write(contents[filename])
+          f.flush()
+          os.fsync(f.fileno())
+    except OSError as e:
+      kept = ("the export already there is unchanged" if _is_export(final)
+              else "no export was written")
+      raise write_failed(final, e, kept) from e
     _check_destination(final, overwrite)  # again: it may have appeared meanwhile
     if os.path.isdir(final) and os.listdir(final):
       os.rename(final, old)
@@ -282,31 +292,42 @@ def _read_manifest(directory: str) -> dict:
   path = os.path.join(directory, MANIFEST_FILENAME)
   try:
     manifest = json.loads(raw.decode("utf-8"))
-  except (UnicodeDecodeError, json.JSONDecodeError) as e:
-    raise ValueError(f"corrupt export: {path} is not valid JSON ({e})") from None
+  except (UnicodeDecodeError, json.JSONDecodeError, RecursionError) as e:
+    raise InputError(path, f"corrupt export: not valid JSON ({e})") from None
   if not isinstance(manifest, dict):
-    raise ValueError(f"corrupt export: {path} does not hold a JSON object")
+    raise InputError(path, "corrupt export: the manifest is not a JSON object")
   version = manifest.get("format_version")
   if version != FORMAT_VERSION:
-    raise ValueError(f"{path}: unknown export format_version {version!r}; this "
-                     f"glomo_jax reads version {FORMAT_VERSION}")
+    raise InputError(path, f"unknown export format_version {version!r}; this glomo_jax "
+                     f"reads version {FORMAT_VERSION}")
+  if manifest.get("kind") != KIND:
+    raise InputError(path, f"not a graph predictor export (kind {manifest.get('kind')!r}, "
+                     f"expected {KIND!r})")
   for key, kind in (("model_config", dict), ("files", dict), ("content_sha256", str),
                     ("params", list)):
     if not isinstance(manifest.get(key), kind):
-      raise ValueError(f"corrupt export: {path} lacks the {kind.__name__} {key!r}")
+      raise InputError(path, f"corrupt export: the manifest lacks the {kind.__name__} "
+                       f"{key!r}")
+  for key, kind in (("metadata", dict), ("tokenizer_fingerprint", str),
+                    ("tokenizer_vocab_size", int), ("units", str)):
+    if manifest.get(key) is not None and not isinstance(manifest[key], kind):
+      raise InputError(path, f"corrupt export: the manifest's {key!r} is not a "
+                       f"{kind.__name__}")
   return manifest
 
 
 def _verify_file(directory: str, manifest: dict, filename: str, data: bytes) -> None:
   entry = manifest["files"].get(filename)
-  if not isinstance(entry, dict) or "sha256" not in entry:
-    raise ValueError(f"corrupt export: {MANIFEST_FILENAME} in {directory} records "
-                     f"no hash for {filename}")
+  if not isinstance(entry, dict) or not isinstance(entry.get("sha256"), str):
+    raise InputError(os.path.join(directory, MANIFEST_FILENAME), "corrupt export: the "
+                     f"manifest records no hash for {filename}")
   actual = hashlib.sha256(data).hexdigest()
   if actual != entry["sha256"]:
-    raise ValueError(f"corrupt export: {os.path.join(directory, filename)} sha256 "
-                     f"hash differs from the manifest's ({actual[:16]}… != "
-                     f"{entry['sha256'][:16]}…)")
+    cut = (f", {len(data)} bytes where {entry['bytes']} were written (cut short?)"
+           if isinstance(entry.get("bytes"), int) and entry["bytes"] != len(data) else "")
+    raise InputError(os.path.join(directory, filename), "corrupt export: its sha256 hash "
+                     f"differs from the manifest's ({actual[:16]}… != "
+                     f"{entry['sha256'][:16]}…{cut})")
 
 
 class ExportContents(NamedTuple):
@@ -340,9 +361,9 @@ def read_export(directory: str) -> ExportContents:
 
   Raises:
     FileNotFoundError: directory, manifest or params file missing.
-    ValueError: unparseable manifest, unknown format version, hash mismatch
-      ("corrupt export"), or a param tree not matching the config (names the
-      path and both shapes).
+    InputError: unparseable manifest, unknown format version or kind, hash
+      mismatch ("corrupt export"), or a param tree not matching the config
+      (names the path and both shapes).
   """
   directory = os.path.abspath(os.fspath(directory))
   manifest = _read_manifest(directory)
@@ -350,11 +371,11 @@ def read_export(directory: str) -> ExportContents:
   try:
     config = ModelConfig.from_dict(manifest["model_config"])
   except (TypeError, ValueError) as e:
-    raise ValueError(f"{manifest_path}: invalid model_config: {e}") from None
+    raise InputError(manifest_path, f"invalid model_config: {e}") from None
   try:
     units = check_units(manifest.get("units", "tokens"))
-  except ValueError as e:
-    raise ValueError(f"{manifest_path}: {e}") from None
+  except (TypeError, ValueError) as e:
+    raise InputError(manifest_path, str(e)) from None
 
   params_bytes = _read_bytes(directory, PARAMS_FILENAME, "the parameter file")
   _verify_file(directory, manifest, PARAMS_FILENAME, params_bytes)
@@ -364,17 +385,16 @@ def read_export(directory: str) -> ExportContents:
     _verify_file(directory, manifest, TOKENIZER_FILENAME, tokenizer_bytes)
   if (_content_sha256(params_bytes, tokenizer_bytes, manifest["model_config"])
       != manifest["content_sha256"]):
-    raise ValueError(f"corrupt export: the content sha256 hash of {directory} "
-                     "(params, tokenizer and model_config) differs from the "
-                     "manifest's")
+    raise InputError(directory, "corrupt export: the content sha256 hash (params, "
+                     "tokenizer and model_config) differs from the manifest's")
 
   params_path = os.path.join(directory, PARAMS_FILENAME)
   try:
     restored = flax.serialization.msgpack_restore(params_bytes)
   except Exception as e:  # pylint: disable=broad-except
-    raise ValueError(f"corrupt export: cannot decode {params_path}: {e}") from None
+    raise InputError(params_path, f"corrupt export: cannot decode it: {e}") from None
   if not isinstance(restored, dict) or not set(restored) <= set(COLLECTIONS):
-    raise ValueError(f"corrupt export: {params_path} must hold a dict with keys "
+    raise InputError(params_path, f"corrupt export: it must hold a dict with keys "
                      f"{list(COLLECTIONS)}")
   flat = _flatten(restored)
   try:
@@ -382,9 +402,12 @@ def read_export(directory: str) -> ExportContents:
   except (KeyError, TypeError):
     listed = None
   if listed != {path: tuple(np.shape(leaf)) for path, leaf in flat.items()}:
-    raise ValueError(f"corrupt export: {params_path} does not hold the parameters "
-                     f"listed in {manifest_path}")
-  _check_tree(config, flat, params_path, allow_extra=False, units=units)
+    raise InputError(params_path, "corrupt export: it does not hold the parameters "
+                     f"listed in {MANIFEST_FILENAME}")
+  try:
+    _check_tree(config, flat, params_path, allow_extra=False, units=units)
+  except ValueError as e:
+    raise InputError(directory, str(e)) from None
   expected = _expected_leaves(config, units)
   variables = _unflatten({path: jnp.asarray(leaf, dtype=expected[path].dtype)
                           for path, leaf in flat.items()})

@@ -39,6 +39,7 @@ from glomo_jax.tasks.transfer_config import (OptimOptions, loop_values, make_opt
 from glomo_jax.train import loop
 from glomo_jax.train.config import LoopConfig
 from glomo_jax.train.task import RunContext, RunEval, Task
+from glomo_jax.train.workdir import holding_workdir
 
 logger = logging.getLogger("glomo_jax.train")
 
@@ -230,6 +231,7 @@ class CifarTask(Task):
     return {"results": results}
 
 
+@holding_workdir
 def run_cifar(config: CifarConfig, workdir: str, *, devices=None,
               compilation_cache_dir: str | None = None) -> dict[str, Any]:
   """One CIFAR-10 run (module docstring); returns and writes results.json:

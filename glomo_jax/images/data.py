@@ -17,6 +17,9 @@ from __future__ import annotations
 
 import dataclasses
 import os
+import struct
+import zipfile
+import zlib
 from typing import Sequence
 
 import jax
@@ -24,6 +27,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from glomo_jax.data.tfds_source import tfds_records
+from glomo_jax.errors import InputError
 
 SOURCES = ("tfds", "npz")
 
@@ -94,23 +98,30 @@ def check_image_array(images, where: str) -> None:
 
 
 def read_npz_images(path: str) -> ImageSet:
-  """`images` (and `labels` if present) of an .npz file."""
+  """`images` (and `labels` if present) of an .npz file.
+
+  Raises:
+    FileNotFoundError: no such file.
+    InputError: not an .npz archive, damaged or cut short, without an
+      `images` array, or arrays of the wrong type or shape.
+  """
   if not os.path.exists(path):
     raise FileNotFoundError(f"image file {path} does not exist")
   try:
-    with np.load(path, allow_pickle=False) as data:
+    data = np.load(path, allow_pickle=False)
+    if not isinstance(data, np.lib.npyio.NpzFile):
+      raise ValueError("a single .npy array, not an .npz archive of 'images' (and 'labels')")
+    with data:
       if "images" not in data:
-        raise ValueError(f"{path}: no 'images' array (it has {sorted(data.files)})")
+        raise ValueError(f"no 'images' array (it has {sorted(data.files)[:20]})")
       images = data["images"]
       labels = data["labels"] if "labels" in data else None
-  except (OSError, ValueError) as e:
-    if str(e).startswith(path):
-      raise
-    raise ValueError(f"{path} is not a readable .npz of images: {e}") from None
-  try:
     return ImageSet(images, labels)
-  except ValueError as e:
-    raise ValueError(f"{path}: {e}") from None
+  except (OSError, ValueError, EOFError, NotImplementedError, struct.error,
+          zipfile.BadZipFile, zlib.error) as e:
+    if isinstance(e, FileNotFoundError):
+      raise
+    raise InputError(path, f"not a readable .npz of images: {e}") from None
 
 
 def read_tfds_images(name: str, split: str, *, data_dir: str | None = None,

@@ -21,9 +21,10 @@ from jax.experimental import multihost_utils
 
 from glomo_jax import tuning
 from glomo_jax.data import Tokenizer, pretraining_data
-from glomo_jax.data.corpus import CorpusError, iter_documents
+from glomo_jax.data.corpus import iter_documents
 from glomo_jax.data.synthetic import vocabulary as synthetic_vocabulary
 from glomo_jax.data.tokenizer import train_tokenizer, train_word_tokenizer
+from glomo_jax.errors import InputError
 from glomo_jax.eval.arcs import ArcAccumulator
 from glomo_jax.eval.graph_stats import row_health
 from glomo_jax.eval.locality import SUMS as LOCALITY_SUMS
@@ -35,6 +36,7 @@ from glomo_jax.pretraining.objective import GLoMoObjective
 from glomo_jax.train import loop
 from glomo_jax.train.optimizer import make_optimizer
 from glomo_jax.train.task import RunContext, RunEval, Task
+from glomo_jax.train.workdir import holding_workdir
 
 logger = logging.getLogger("glomo_jax.train")
 
@@ -63,10 +65,10 @@ def prepare_tokenizer(config: PretrainConfig, workdir: str) -> Tokenizer:
                                   os.path.join(workdir, "spm_tmp/"),
                                   sample_chars=config.tokenizer_sample_chars,
                                   model_type=config.tokenizer_model_type)
-    except CorpusError:
+    except InputError:
       raise
     except ValueError as e:  # the tokenizer's complaints, about this corpus
-      raise ValueError(f"{spec.describe()}: {e}") from None
+      raise InputError(spec.describe(), str(e)) from None
   tokenizer.save(path)
   return tokenizer
 
@@ -226,6 +228,7 @@ def _arcs(metrics: dict) -> dict:
   return {k[len("arc_"):]: v for k, v in metrics.items() if k.startswith("arc_")}
 
 
+@holding_workdir
 def train_and_evaluate(config: PretrainConfig, workdir: str, *,
                        compilation_cache_dir: str | None = None, devices=None) -> dict[str, Any]:
   """Runs (or resumes) a pretraining run in `workdir`.

@@ -29,6 +29,7 @@ from typing import Any, Iterable, Mapping, Sequence
 import numpy as np
 
 from glomo_jax.data.tfds_source import tfds_records
+from glomo_jax.errors import InputError
 from glomo_jax.io import open_text
 from glomo_jax.tasks.datasets import record_text
 from glomo_jax.tasks.words import tokenize_with_offsets
@@ -151,31 +152,76 @@ class SquadSplit:
             f"mean {words.mean() if len(words) else 0:.0f} max {longest}")
 
 
-def _question(qa: Mapping[str, Any], paragraph: Paragraph, index: int, where: str
-              ) -> Question:
-  answers = qa.get("answers") or []
+def _get(record: Any, key: str, kind: type | tuple[type, ...], default: Any = None) -> Any:
+  """record[key] (`default` when absent and given), checked to be a `kind`;
+  ValueError otherwise."""
+  if not isinstance(record, Mapping):
+    raise ValueError(f"expected a JSON object holding {key!r}, got {type(record).__name__}")
+  if key not in record and default is not None:
+    return default
+  if key not in record:
+    raise ValueError(f"missing {key!r} (has {sorted(map(str, record))[:20]})")
+  value = record[key]
+  if not isinstance(value, kind):
+    names = "/".join(k.__name__ for k in (kind if isinstance(kind, tuple) else (kind,)))
+    raise ValueError(f"{key!r} holds {type(value).__name__}, not {names}")
+  return value
+
+
+def _text(record: Any, key: str, default: str | None = None) -> str:
+  """record[key] as text (`record_text`); ValueError when absent (without a
+  default) or not text."""
+  return record_text(_get(record, key, object, default), key)
+
+
+def _offset(value: Any) -> int:
+  """An answer_start: an integer (or its text); ValueError otherwise."""
+  if hasattr(value, "item") and getattr(value, "shape", None) == ():
+    value = value.item()
+  if isinstance(value, str) and value.strip().lstrip("-").isdigit():
+    value = int(value)
+  if isinstance(value, bool) or not isinstance(value, (int, np.integer)):
+    raise ValueError(f"answer_start {value!r} is not an integer")
+  return int(value)
+
+
+def _question(qa: Mapping[str, Any], paragraph: Paragraph, index: int) -> Question:
+  """A question of the official layout ({"id", "question", "answers": [{"text",
+  "answer_start"}]}); ValueError for a missing or mistyped field."""
+  answers = _get(qa, "answers", list, [])
   if not answers:
-    raise ValueError(f"{where}: question {qa.get('id')!r} has no answer (SQuAD v1.1 "
-                     "questions all have one)")
-  texts = [record_text(a["text"]) for a in answers]
-  first, start = texts[0], int(answers[0].get("answer_start", -1))
+    raise ValueError("the question has no answer (SQuAD v1.1 questions all have one)")
+  texts = [_text(a, "text") for a in answers]
+  first, start = texts[0], _offset(answers[0].get("answer_start", -1))
   if start < 0 or paragraph.context[start:start + len(first)] != first:
     start = paragraph.context.find(first)   # the official offset is not there
   span = paragraph.word_span(start, start + len(first)) if first and start >= 0 else None
-  return Question.from_text(record_text(qa["id"]), record_text(qa["question"]), index,
-                           texts, span)
+  return Question.from_text(_text(qa, "id"), _text(qa, "question"), index, texts, span)
 
 
 def from_articles(articles: Iterable[Mapping[str, Any]], where: str) -> SquadSplit:
-  """A split from the official JSON's "data" list."""
+  """A split from the official JSON's "data" list.
+
+  Raises:
+    InputError: a missing or mistyped field (the record names the article,
+      paragraph and question), or no question at all.
+  """
   paragraphs, questions = [], []
-  for article in articles:
-    for par in article.get("paragraphs", []):
-      paragraph = Paragraph.from_text(record_text(article.get("title", "")),
-                                      record_text(par["context"]))
-      for qa in par.get("qas", []):
-        questions.append(_question(qa, paragraph, len(paragraphs), where))
-      paragraphs.append(paragraph)
+  for a, article in enumerate(articles):
+    place = f"article {a}"
+    try:
+      title = _text(article, "title", "")
+      for p, par in enumerate(_get(article, "paragraphs", list, [])):
+        place = f"article {a} paragraph {p}"
+        paragraph = Paragraph.from_text(title, _text(par, "context"))
+        for q, qa in enumerate(_get(par, "qas", list, [])):
+          place = f"article {a} paragraph {p} question {q}"
+          questions.append(_question(qa, paragraph, len(paragraphs)))
+        paragraphs.append(paragraph)
+    except ValueError as e:
+      raise InputError(where, str(e), record=place) from None
+  if not questions:
+    raise InputError(where, "no questions")
   return SquadSplit(paragraphs, questions)
 
 
@@ -184,33 +230,43 @@ def read_squad_json(path: str) -> SquadSplit:
   try:
     with open_text(path) as f:
       data = json.load(f)
-  except json.JSONDecodeError as e:
-    raise ValueError(f"{path}: not JSON ({e})") from None
+  except (json.JSONDecodeError, RecursionError) as e:
+    raise InputError(path, f"not JSON ({e})") from None
   if not isinstance(data, dict) or not isinstance(data.get("data"), list):
-    raise ValueError(f"{path}: not the SQuAD JSON layout (a top-level \"data\" list of "
+    raise InputError(path, "not the SQuAD JSON layout (a top-level \"data\" list of "
                      "articles)")
-  split = from_articles(data["data"], str(path))
-  if not split.questions:
-    raise ValueError(f"{path}: no questions")
-  return split
+  return from_articles(data["data"], str(path))
 
 
 def from_records(records: Iterable[Mapping[str, Any]], where: str) -> SquadSplit:
-  """A split from per-question records (TFDS squad features)."""
+  """A split from per-question records (TFDS squad features).
+
+  Raises:
+    InputError: a missing or mistyped field (the record is the question's
+      number), or no question at all.
+  """
   paragraphs: list[Paragraph] = []
   index: dict[tuple[str, str], int] = {}
   questions = []
-  for record in records:
-    title, context = record_text(record["title"]), record_text(record["context"])
-    key = (title, context)
-    if key not in index:
-      index[key] = len(paragraphs)
-      paragraphs.append(Paragraph.from_text(title, context))
-    answers = record["answers"]
-    qa = {"id": record["id"], "question": record["question"],
-          "answers": [{"text": t, "answer_start": int(s)}
-                      for t, s in zip(answers["text"], answers["answer_start"])]}
-    questions.append(_question(qa, paragraphs[index[key]], index[key], where))
+  for number, record in enumerate(records):
+    try:
+      title, context = _text(record, "title"), _text(record, "context")
+      key = (title, context)
+      if key not in index:
+        index[key] = len(paragraphs)
+        paragraphs.append(Paragraph.from_text(title, context))
+      answers = _get(record, "answers", Mapping)
+      texts, starts = (list(_get(answers, k, (list, tuple, np.ndarray)))
+                       for k in ("text", "answer_start"))
+      if len(texts) != len(starts):
+        raise ValueError(f"{len(texts)} answer texts but {len(starts)} answer_start")
+      qa = {"id": _get(record, "id", object), "question": _get(record, "question", object),
+            "answers": [{"text": t, "answer_start": s} for t, s in zip(texts, starts)]}
+      questions.append(_question(qa, paragraphs[index[key]], index[key]))
+    except ValueError as e:
+      raise InputError(where, str(e), record=number) from None
+  if not questions:
+    raise InputError(where, "no questions")
   return SquadSplit(paragraphs, questions)
 
 

@@ -31,6 +31,7 @@ from glomo_jax.tasks.layers import embedding_initializer
 from glomo_jax.tasks.transfer_config import transfer_layers
 from glomo_jax.tasks.words import Vocabulary
 from glomo_jax.train import loop
+from glomo_jax.train.workdir import holding_workdir
 from glomo_jax.transfer.cache import cached_word_graphs
 
 logger = logging.getLogger("glomo_jax.squad")
@@ -154,6 +155,7 @@ def build_reader(config: SquadConfig, vocab_size: int, num_chars: int, table=Non
                      **extra)
 
 
+@holding_workdir
 def run_squad(config: SquadConfig, workdir: str, *, devices=None,
               compilation_cache_dir: str | None = None) -> dict[str, Any]:
   """One SQuAD run (module docstring); returns (and writes) results.json's

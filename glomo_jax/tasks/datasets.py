@@ -33,6 +33,7 @@ from typing import Any, Callable, Iterable, Iterator, Mapping, Sequence
 import numpy as np
 
 from glomo_jax.data.tfds_source import tfds_records
+from glomo_jax.errors import InputError
 from glomo_jax.io import open_text
 from glomo_jax.tasks.words import Vocabulary, plain_text, tokenize, tokenize_with_offsets
 
@@ -155,23 +156,42 @@ class TaskData:
 
 
 # ---- reading --------------------------------------------------------------------
-def read_jsonl(path: str) -> Iterator[dict]:
-  """JSON objects of a JSON-lines file (plain, .gz or .xz); blank lines skipped."""
+def numbered_jsonl(path: str) -> Iterator[tuple[int, dict]]:
+  """(line number, JSON object) of a JSON-lines file (plain, .gz or .xz);
+  blank lines skipped.
+
+  Raises:
+    InputError: a line that is not a JSON object, a file that is not UTF-8
+      or is damaged or cut short (`glomo_jax.io.open_text`).
+  """
   with open_text(path) as f:
     for number, line in enumerate(f, 1):
       if not line.strip():
         continue
       try:
         record = json.loads(line)
-      except json.JSONDecodeError as e:
-        raise ValueError(f"{path}:{number}: invalid JSON ({e})") from None
+      except (json.JSONDecodeError, RecursionError) as e:
+        raise InputError(path, f"invalid JSON ({e})", line=number) from None
       if not isinstance(record, dict):
-        raise ValueError(f"{path}:{number}: not a JSON object")
-      yield record
+        raise InputError(path, f"not a JSON object but {type(record).__name__}",
+                         line=number)
+      yield number, record
 
 
-def _label_id(value: Any, names: Sequence[str], where: str) -> int | None:
-  """Label id of a string name or an int; None for 'no gold label'."""
+def read_jsonl(path: str) -> Iterator[dict]:
+  """The JSON objects of `numbered_jsonl`."""
+  return (record for _, record in numbered_jsonl(path))
+
+
+def _label_id(value: Any, names: Sequence[str]) -> int | None:
+  """Label id of a class name, an integer (or an integer's text) or a
+  0-d integer array; None for 'no gold label' ('-', '' or -1).
+
+  Raises:
+    ValueError: an unknown name, an id out of range, or another type.
+  """
+  if hasattr(value, "item") and getattr(value, "shape", None) == ():
+    value = value.item()  # 0-d numpy array
   if isinstance(value, (bytes, np.bytes_)):
     value = value.decode("utf-8")
   if isinstance(value, str):
@@ -180,47 +200,63 @@ def _label_id(value: Any, names: Sequence[str], where: str) -> int | None:
       return None
     if name in names:
       return names.index(name)
-    if name.lstrip("-").isdigit():
-      value = int(name)
-    else:
-      raise ValueError(f"{where}: unknown label {value!r} (expected one of {list(names)})")
-  value = int(np.asarray(value).item()) if not isinstance(value, (int, bool)) else int(value)
+    if not name.lstrip("-").isdigit():
+      raise ValueError(f"unknown label {value!r} (expected one of {list(names)})")
+    value = int(name)
+  if isinstance(value, float) and value.is_integer():
+    value = int(value)
+  if isinstance(value, bool) or not isinstance(value, (int, np.integer)):
+    raise ValueError(f"label {value!r} is neither a class name ({list(names)}) nor an id")
   if value == -1:
     return None
   if not 0 <= value < len(names):
-    raise ValueError(f"{where}: label {value} out of range [0, {len(names)})")
-  return value
+    raise ValueError(f"label {value} out of range [0, {len(names)})")
+  return int(value)
 
 
-def record_text(value: Any) -> str:
+def record_text(value: Any, field: str = "text") -> str:
+  """A record's text: a str, UTF-8 bytes or a 0-d array of either.
+
+  Raises:
+    ValueError: anything else (naming `field`), or bytes that are not UTF-8.
+  """
   if hasattr(value, "item") and getattr(value, "shape", None) == ():
     value = value.item()
   if isinstance(value, (bytes, np.bytes_)):
-    value = value.decode("utf-8")
+    try:
+      value = value.decode("utf-8")
+    except UnicodeDecodeError as e:
+      raise ValueError(f"{field!r} is not UTF-8 text ({e.reason})") from None
   if not isinstance(value, str):
-    raise TypeError(f"expected text, got {type(value).__name__}")
+    raise ValueError(f"{field!r} holds {type(value).__name__}, not text")
   return value
 
 
-def _tokenized_split(records: Iterable[Mapping[str, Any]], spec: TaskSpec, where: str,
-                     tokenizer: Callable[[str], list[str]]) -> Split:
+def _tokenized_split(records: Iterable[tuple[int, Mapping[str, Any]]], spec: TaskSpec,
+                     where: str, tokenizer: Callable[[str], list[str]],
+                     unit: str = "record") -> Split:
+  """records: (number, record) pairs; unit: what the number counts, 'line'
+  (of a file) or 'record' (named in errors)."""
   texts: dict[str, list[list[str]]] = {f: [] for f in spec.text_fields}
   keep_raw = tokenizer is tokenize      # words with their characters in the text
   raw = {f: [] for f in spec.text_fields} if keep_raw else None
   spans = {f: [] for f in spec.text_fields} if keep_raw else None
   labels: list[int] = []
   dropped = 0
-  for number, record in enumerate(records, 1):
-    here = f"{where} example {number}"
+  for number, record in records:
     missing = [k for k in spec.text_fields + ("label",) if k not in record]
-    if missing:
-      raise ValueError(f"{here}: missing {missing} (has {sorted(record)})")
-    label = _label_id(record["label"], spec.label_names, here)
-    if label is None:
+    try:
+      if missing:
+        raise ValueError(f"missing {missing} (has {sorted(record)[:20]})")
+      label = _label_id(record["label"], spec.label_names)
+      example = None if label is None else [record_text(record[f], f)
+                                            for f in spec.text_fields]
+    except ValueError as e:
+      raise InputError(where, str(e), **{unit: number}) from None
+    if example is None:
       dropped += 1
       continue
-    for f in spec.text_fields:
-      text = record_text(record[f])
+    for f, text in zip(spec.text_fields, example):
       if keep_raw:
         words, word_spans = tokenize_with_offsets(text)
         raw[f].append(plain_text(text))
@@ -231,6 +267,8 @@ def _tokenized_split(records: Iterable[Mapping[str, Any]], spec: TaskSpec, where
     labels.append(label)
   if dropped:
     logger.info("%s: dropped %d examples without a gold label", where, dropped)
+  if not labels:
+    raise InputError(where, f"no example with a gold label ({dropped} without one)")
   return Split(texts, np.asarray(labels, np.int32), raw=raw, spans=spans)
 
 
@@ -249,15 +287,13 @@ def read_split(task: str, source: str, location: str, *, data_dir: str | None = 
   """
   spec = _spec(task)
   if source == "tfds":
-    records = tfds_records(spec.tfds_name, location, data_dir=data_dir, reader=tfds_reader,
-                           download=download)
-    where = f"tfds {spec.tfds_name!r} split {location!r}"
-  elif source == "files":
-    records = read_jsonl(location)
-    where = str(location)
-  else:
-    raise ValueError(f"unknown source {source!r}: 'tfds' or 'files'")
-  return _tokenized_split(records, spec, where, tokenizer)
+    records = enumerate(tfds_records(spec.tfds_name, location, data_dir=data_dir,
+                                     reader=tfds_reader, download=download))
+    return _tokenized_split(records, spec, f"tfds {spec.tfds_name!r} split {location!r}",
+                            tokenizer)
+  if source == "files":
+    return _tokenized_split(numbered_jsonl(location), spec, str(location), tokenizer, "line")
+  raise ValueError(f"unknown source {source!r}: 'tfds' or 'files'")
 
 
 def _spec(task: str) -> TaskSpec:

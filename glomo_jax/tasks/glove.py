@@ -18,15 +18,16 @@ the last D fields are always the vector, so those are read correctly.
 """
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import gzip
 import logging
-import os
 from typing import Collection, Iterator, Mapping
 
 import numpy as np
 
-from glomo_jax.io import open_text
+from glomo_jax.errors import InputError
+from glomo_jax.io import open_text, write_atomically
 from glomo_jax.tasks.words import PAD_ID, Vocabulary
 
 logger = logging.getLogger(__name__)
@@ -40,8 +41,9 @@ def iter_glove(path: str, dim: int | None = None) -> Iterator[tuple[str, np.ndar
     dim: vector width; default: taken from the first line (fields − 1).
 
   Raises:
-    ValueError: a line has fewer than dim + 1 fields or a non-numeric value
-      (the message names the file and line).
+    InputError: a line has fewer than dim + 1 fields or a non-numeric or
+      non-finite value (the message names the file and line); a file that
+      is not UTF-8, or is damaged or cut short.
   """
   with open_text(path) as f:
     for number, line in enumerate(f, 1):
@@ -51,14 +53,16 @@ def iter_glove(path: str, dim: int | None = None) -> Iterator[tuple[str, np.ndar
       if dim is None:
         dim = len(fields) - 1
         if dim < 1:
-          raise ValueError(f"{path}:{number}: not GloVe text format (no vector)")
+          raise InputError(path, "not GloVe text format (no vector)", line=number)
       if len(fields) < dim + 1:
-        raise ValueError(f"{path}:{number}: {len(fields) - 1} values, expected {dim}")
+        raise InputError(path, f"{len(fields) - 1} values, expected {dim}", line=number)
       word = " ".join(fields[:len(fields) - dim])
       try:
         vector = np.asarray(fields[len(fields) - dim:], dtype=np.float32)
       except ValueError:
-        raise ValueError(f"{path}:{number}: non-numeric vector for {word!r}") from None
+        raise InputError(path, f"non-numeric vector for {word[:100]!r}", line=number) from None
+      if not np.all(np.isfinite(vector)):
+        raise InputError(path, f"non-finite value in the vector of {word[:100]!r}", line=number)
       yield word, vector
 
 
@@ -77,20 +81,20 @@ def read_glove(path: str, words: Collection[str] | None = None,
     if (wanted is None or word in wanted) and word not in vectors:
       vectors[word] = vector
   if dim is None:
-    raise ValueError(f"{path}: no vectors")
+    raise InputError(path, "no vectors")
   return vectors, dim
 
 
 def write_glove(path: str, vectors: Mapping[str, np.ndarray], digits: int = 5) -> None:
   """Writes {word: vector} in GloVe's text format, `digits` decimals (gzip
-  when `path` ends in .gz), through a temporary file."""
-  os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
-  opener = gzip.open if path.endswith(".gz") else open
-  partial = path + ".partial"
-  with opener(partial, "wt", encoding="utf-8") as f:
-    for word, vector in vectors.items():
-      f.write(word + " " + " ".join(f"{x:.{digits}f}" for x in vector) + "\n")
-  os.replace(partial, path)
+  when `path` ends in .gz), atomically (`io.write_atomically`)."""
+  def write(f):
+    with (gzip.GzipFile(fileobj=f, mode="wb") if path.endswith(".gz") else
+          contextlib.nullcontext(f)) as out:
+      for word, vector in vectors.items():
+        line = word + " " + " ".join(f"{x:.{digits}f}" for x in vector) + "\n"
+        out.write(line.encode("utf-8"))
+  write_atomically(path, write)
 
 
 @dataclasses.dataclass(frozen=True)

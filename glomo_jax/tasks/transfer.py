@@ -40,6 +40,7 @@ from glomo_jax.tasks.imdb import IMDBClassifier
 from glomo_jax.tasks.layers import embedding_initializer
 from glomo_jax.tasks.transfer_config import EVAL_SPLITS, TransferConfig, transfer_layers
 from glomo_jax.train import loop
+from glomo_jax.train.workdir import holding_workdir
 
 logger = logging.getLogger("glomo_jax.tasks")
 
@@ -94,6 +95,7 @@ def task_graphs(config: TransferConfig, predictor, data: TaskData, root: str,
                           raw_text=config.graph_text == "raw")
 
 
+@holding_workdir
 def run_transfer(config: TransferConfig, workdir: str, *, devices=None,
                  compilation_cache_dir: str | None = None) -> dict[str, Any]:
   """One transfer run (module docstring); returns (and writes) the

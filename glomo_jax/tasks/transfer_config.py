@@ -15,6 +15,7 @@ from typing import Any, Mapping
 import optax
 
 from glomo_jax.config import DictConfig
+from glomo_jax.io import write_json
 from glomo_jax.transfer.layer import APPLY_AS
 
 # Variant → the task model's `glomo` field.
@@ -68,8 +69,7 @@ def record_run_config(ctx, config: Mapping[str, Any]) -> None:
                        f"{', '.join(changed)}); rerun with its settings ({path}) or use a "
                        "new --workdir")
   if ctx.is_main:
-    with open(path, "w", encoding="utf-8") as f:
-      json.dump(now, f, indent=1)
+    write_json(path, now)
 
 
 @dataclasses.dataclass(frozen=True)

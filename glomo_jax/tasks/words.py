@@ -26,11 +26,12 @@ from __future__ import annotations
 
 import collections
 import json
-import os
 import re
 from typing import Iterable, Sequence
 
 import numpy as np
+
+from glomo_jax.io import write_json
 
 PAD_ID, UNK_ID = 0, 1
 PAD, UNK = "<pad>", "<unk>"
@@ -200,10 +201,8 @@ class Vocabulary:
 
   def save(self, path: str) -> None:
     """Writes JSON {"words": [...], "counts": [...]} (reserved ids left out)."""
-    os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
-    with open(path, "w", encoding="utf-8") as f:
-      json.dump({"words": self.words[2:], "counts": self.counts[2:].tolist()}, f,
-                ensure_ascii=False)
+    write_json(path, {"words": self.words[2:], "counts": self.counts[2:].tolist()},
+               indent=None)
 
   @classmethod
   def load(cls, path: str) -> "Vocabulary":

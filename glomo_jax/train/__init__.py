@@ -9,10 +9,11 @@ from glomo_jax.train.sharding import batch_sharding, make_mesh, state_shardings
 from glomo_jax.train.state import TrainState
 from glomo_jax.train.step import create_state, init_state, step_rngs, train_step
 from glomo_jax.train.task import Batches, RunContext, Task
+from glomo_jax.train.workdir import WorkdirInUseError, hold_workdir
 
 __all__ = [
     "Batches", "Checkpointer", "LoopConfig", "NonFiniteLossError", "RunContext", "Task",
-    "TrainState", "UnrestorableCheckpointError", "batch_sharding", "create_state",
-    "init_state", "make_mesh", "make_optimizer", "run", "state_shardings", "step_rngs",
-    "train_step",
+    "TrainState", "UnrestorableCheckpointError", "WorkdirInUseError", "batch_sharding",
+    "create_state", "hold_workdir", "init_state", "make_mesh", "make_optimizer", "run",
+    "state_shardings", "step_rngs", "train_step",
 ]

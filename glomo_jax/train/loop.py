@@ -45,6 +45,7 @@ from glomo_jax.train.record import Record
 from glomo_jax.train.sharding import make_mesh, replicated, state_shardings
 from glomo_jax.train.step import accumulating_step, create_state, init_state, metric_shapes
 from glomo_jax.train.task import RunContext, Task
+from glomo_jax.train.workdir import hold_workdir
 
 logger = logging.getLogger("glomo_jax.train")
 
@@ -64,8 +65,12 @@ def run(task: Task, config: LoopConfig, workdir: str, *, devices=None) -> dict[s
   the run), and what the task's on_end returned.
 
   devices: the mesh's devices (default: all of JAX's).
+
+  Raises:
+    WorkdirInUseError: another live run holds `workdir` (`train.workdir`).
+    NonFiniteLossError: the loss or parameters stopped being finite.
   """
-  with Preemption() as preemption:
+  with hold_workdir(workdir), Preemption() as preemption:
     loop = _Loop(task, config, workdir, devices, preemption)
     try:
       return loop.train()

@@ -12,7 +12,7 @@ texts and word spans the predictor reads, or null when it reads the words
 joined by spaces), max_words, max_pieces, self_loops, dtype, and top_k
 when given}. The cache lives in ``<root>/<key>/``, so another export,
 dataset or option never reads a stale one; the manifest inside is checked
-against the request too.
+against the request too (a difference is damage: the cache is built again).
 
 Format (format_version 1), in ``<root>/<key>/``::
 
@@ -34,6 +34,13 @@ largest sources and only nonzero ones (`sparse_rows`), packed end to end:
                 read back as q / Σ q per row); example i's values are
                 [offsets[i]:offsets[i+1]], offsets counting kept sources
 
+Both formats also hold ``checksums.npy`` (uint32 [N], each example's CRC-32)
+and record every file's size in meta.json (`cache_files`): a cache that is
+cut short, has a file missing, altered or swapped, or was made before these
+records, is found when it is opened (or, inside the large files, when an
+example is first read), removed and built again; it is never read as
+graphs.
+
 A row with more than k nonzero sources loses the rest and is renormalised
 to sum to 1 (meta.json records the share of weight the kept sources had:
 `mass_kept` mean and minimum over the nonzero rows); where k covers every
@@ -47,7 +54,9 @@ reproduces `word_graphs` to float32 rounding (examples are computed
 `batch_size` at a time, shortest first); float16 halves the size,
 with a relative error ≤ 2⁻¹¹ per value (values below 2⁻¹⁴ ≈ 6e-5 are stored
 as subnormals, absolute error ≤ 2⁻²⁵). The directory is written under a
-temporary name and renamed, so a reader never sees a partial cache.
+temporary name and renamed, so a reader never sees a partial cache; a build
+that fails (no space, no permission) leaves no partial cache and raises an
+OSError naming it.
 """
 from __future__ import annotations
 
@@ -60,15 +69,20 @@ import os
 import shutil
 import struct
 import time
+import tokenize
 import uuid
 from typing import Sequence
 
 import jax
 import numpy as np
 
+from glomo_jax.errors import InputError, write_failed
 from glomo_jax.transfer.align import (checked_tokenizer, device_unit_graphs, encode_texts,
                                       encode_word_lists, unit_width)
-from glomo_jax.transfer.sparse_rows import pack_rows, unpack_rows
+from glomo_jax.transfer.cache_files import (CHECKSUMS, COUNTS, GRAPHS, INDICES, LENGTHS, META,
+                                            OFFSETS, DenseStore, SparseStore, crc32,
+                                            file_damage, file_record, remove_cache, sealed)
+from glomo_jax.transfer.sparse_rows import unpack_rows
 
 logger = logging.getLogger(__name__)
 
@@ -76,8 +90,6 @@ FORMAT_VERSION = 1          # dense
 SPARSE_FORMAT_VERSION = 2   # rows of kept sources (format 1's fixed k slots a row is gone)
 DTYPES = ("float16", "float32")
 SPARSE_DTYPES = DTYPES + ("uint8",)
-META, LENGTHS, OFFSETS, GRAPHS = "meta.json", "lengths.npy", "offsets.npy", "graphs.npy"
-INDICES, COUNTS = "indices.npy", "counts.npy"
 
 
 def dataset_fingerprint(word_lists: Sequence[Sequence[str]]) -> str:
@@ -141,14 +153,35 @@ class WordGraphCache:
   Attributes:
     path: its directory; meta: the parsed meta.json; lengths: int32 [N];
     max_words: W; graph_prefix: (2L, K).
+
+  Raises (opening, and `get`):
+    InputError: a damaged cache (module docstring), "damaged graph cache".
   """
 
   def __init__(self, path: str):
     self.path = path
+    try:
+      self._open()
+    except InputError:
+      raise
+    except (OSError, ValueError, EOFError, KeyError, TypeError, AttributeError,
+            SyntaxError, tokenize.TokenError) as e:   # the last two: a .npy header
+      raise self._damaged(f"{type(e).__name__}: {e}") from None
+
+  def _damaged(self, problem: str) -> InputError:
+    return InputError(self.path, f"damaged graph cache: {problem}")
+
+  def _open(self) -> None:
+    path = self.path
     with open(os.path.join(path, META), encoding="utf-8") as f:
       self.meta = json.load(f)
+    damage = file_damage(path, self.meta)
+    if damage is not None:
+      raise self._damaged(damage)
     self.lengths = np.load(os.path.join(path, LENGTHS))
     self.offsets = np.load(os.path.join(path, OFFSETS))
+    self._checksums = np.load(os.path.join(path, CHECKSUMS))
+    self._verified = np.zeros(len(self.lengths), bool)    # examples whose CRC was checked
     self._values = np.load(os.path.join(path, GRAPHS), mmap_mode="r")
     self.top_k = self.meta.get("top_k")
     self.max_words = int(self.meta["max_words"])
@@ -167,13 +200,13 @@ class WordGraphCache:
       kept = np.concatenate([[0], np.cumsum(self._counts, dtype=np.int64)])
       expected = kept[np.minimum(self.row_offsets, len(kept) - 1)]
     if (len(self.lengths) != self.meta["num_examples"] or
+        self._checksums.shape != self.lengths.shape or
         not np.array_equal(self.offsets, expected) or
         self._values.shape != (int(expected[-1]),) or
         str(self._values.dtype) != self.meta["dtype"] or
         (self._counts is not None and (self._counts.shape != (int(self.row_offsets[-1]),) or
                                        self._indices.shape != self._values.shape))):
-      raise ValueError(f"corrupt graph cache at {path}: its arrays do not match "
-                       f"{META}")
+      raise self._damaged(f"its arrays do not match {META}")
 
   @property
   def float_dtype(self) -> str:
@@ -227,14 +260,27 @@ class WordGraphCache:
       n = int(self.lengths[i])
       values = self._values[self.offsets[i]:self.offsets[i + 1]]
       if self.top_k is None:
+        self._verify(i, values)
         graphs[row, ..., :n, :n] = values.reshape(*self.graph_prefix, n, n)
       else:
-        graphs[row, ..., :n, :n] = unpack_rows(
-            self._counts[self.row_offsets[i]:self.row_offsets[i + 1]],
-            self._indices[self.offsets[i]:self.offsets[i + 1]], values,
-            (*self.graph_prefix, n, n), dtype)
+        counts = self._counts[self.row_offsets[i]:self.row_offsets[i + 1]]
+        sources = self._indices[self.offsets[i]:self.offsets[i + 1]]
+        self._verify(i, counts, sources, values)
+        graphs[row, ..., :n, :n] = unpack_rows(counts, sources, values,
+                                               (*self.graph_prefix, n, n), dtype)
       mask[row, :n] = True
     return graphs, mask
+
+  def _verify(self, i: int, *stored: np.ndarray) -> None:
+    """Checks example i's stored arrays against its CRC (once per process);
+    a mismatch removes the cache (the next run builds it again) and raises."""
+    if self._verified[i]:
+      return
+    if crc32(*stored) != int(self._checksums[i]):
+      remove_cache(self.path)
+      raise self._damaged(f"the stored graphs of example {i} differ from their checksum; "
+                          "the cache was removed and is built again by the next run")
+    self._verified[i] = True
 
 
 def cached_word_graphs(root: str, predictor, word_lists: Sequence[Sequence[str]],
@@ -267,9 +313,13 @@ def cached_word_graphs(root: str, predictor, word_lists: Sequence[Sequence[str]]
     ``word_graphs(predictor, tokenizer, word_lists[i:i + b], max_words, ...)``
     (to float32 rounding for float32).
 
+  A damaged cache (module docstring) is removed with a warning and built
+  again.
+
   Raises:
-    ValueError: no content hash in the predictor, an unknown dtype, or an
-      existing cache whose meta.json differs from the request.
+    ValueError: no content hash in the predictor, or an unknown dtype.
+    OSError: the build could not be written (naming the cache; no partial
+      cache is left).
   """
   tokenizer = tokenizer if tokenizer is not None else predictor.tokenizer
   if tokenizer is None:
@@ -291,14 +341,27 @@ def cached_word_graphs(root: str, predictor, word_lists: Sequence[Sequence[str]]
                      self_loops, dtype, texts, word_spans, top_k)
   key = cache_key(request)
   path = os.path.join(os.path.abspath(root), key)
-  if not os.path.isfile(os.path.join(path, META)):
-    _build(path, request, predictor, tokenizer, word_lists, batch_size, texts, word_spans)
+  if os.path.lexists(path):
+    try:
+      return _opened(path, request)
+    except InputError as e:
+      logger.warning("%s; building it again", e)
+      remove_cache(path)
+  _build(path, request, predictor, tokenizer, word_lists, batch_size, texts, word_spans)
+  return _opened(path, request)
+
+
+def _opened(path: str, request: dict) -> WordGraphCache:
+  """The cache at `path`, checked (`WordGraphCache`) and its meta.json
+  against `request` (whose hash is its name: a difference is damage)."""
   cache = WordGraphCache(path)
   stored = {name: cache.meta.get(name) for name in request}
   if stored != request:
-    raise ValueError(f"stale graph cache at {path}: its {META} records "
-                     f"{stored}, but {request} was requested")
+    differ = sorted(name for name in request if stored[name] != request[name])
+    raise cache._damaged(f"its {META} records other {', '.join(differ)} than its name's "
+                         "request")
   return cache
+
 
 
 def batch_width(lengths, max_words: int) -> int:
@@ -317,12 +380,15 @@ def _build(path, request, predictor, tokenizer, word_lists, batch_size, texts=No
   lengths = np.array([min(len(words), max_words) for words in word_lists], np.int32)
   k = request.get("top_k")
   parent = os.path.dirname(path)
-  os.makedirs(parent, exist_ok=True)
   tmp = os.path.join(parent, f".{os.path.basename(path)}.tmp-{uuid.uuid4().hex[:12]}")
-  os.mkdir(tmp)
   try:
-    store = (_DenseStore(tmp, lengths, per, request["dtype"]) if k is None else
-             _SparseStore(tmp, lengths, per, request["dtype"], k, max_words))
+    os.makedirs(parent, exist_ok=True)
+    os.mkdir(tmp)
+  except OSError as e:
+    raise write_failed(path, e) from e
+  try:
+    store = (DenseStore(tmp, lengths, per, request["dtype"]) if k is None else
+             SparseStore(tmp, lengths, per, request["dtype"], k, max_words))
     # shortest texts first: batches of similar length pad little and compile
     # few shapes (`batch_width`; the alignment costs O(words · pieces²) a graph)
     order = np.argsort(lengths, kind="stable")
@@ -363,88 +429,20 @@ def _build(path, request, predictor, tokenizer, word_lists, batch_size, texts=No
     np.save(os.path.join(tmp, OFFSETS), offsets)
     meta = dict(request, **extra, key=os.path.basename(path), num_examples=len(lengths),
                 graph_prefix=list(prefix), total_values=int(offsets[-1]),
+                files=file_record(tmp),
                 created=datetime.datetime.now(datetime.timezone.utc).isoformat(
                     timespec="seconds"))
     with open(os.path.join(tmp, META), "w", encoding="utf-8") as f:
-      json.dump(meta, f, indent=2, sort_keys=True)
+      json.dump(sealed(meta), f, indent=2, sort_keys=True)
     try:
       os.rename(tmp, path)
     except OSError:
       if not os.path.isfile(os.path.join(path, META)):  # not a concurrent builder
         raise
       shutil.rmtree(tmp, ignore_errors=True)
+  except OSError as e:
+    shutil.rmtree(tmp, ignore_errors=True)
+    raise write_failed(path, e, "no partial cache was left") from e
   except BaseException:
     shutil.rmtree(tmp, ignore_errors=True)
     raise
-
-
-class _DenseStore:
-  """Writes each example's [2L, K, n, n] block at its place in graphs.npy.
-  Graphs leave a CPU or GPU in the stored dtype (float16 rounded as numpy
-  rounds, half the bytes); a TPU, which may flush its subnormals, sends float32."""
-
-  def __init__(self, directory, lengths, per, dtype):
-    self.fetch_dtype = dtype if jax.default_backend() in ("cpu", "gpu") else "float32"
-    self.offsets = np.concatenate([[0], np.cumsum(per * lengths.astype(np.int64) ** 2)])
-    self.values = np.lib.format.open_memmap(os.path.join(directory, GRAPHS), mode="w+",
-                                            dtype=dtype, shape=(int(self.offsets[-1]),))
-
-  def put(self, i, block):
-    self.values[self.offsets[i]:self.offsets[i + 1]].reshape(block.shape)[...] = block
-
-  def finish(self) -> tuple[np.ndarray, dict]:
-    self.values.flush()
-    del self.values
-    return self.offsets, {}
-
-
-class _SparseStore:
-  """Packs each example's rows (`pack_rows`). Examples arrive in build order
-  and their sizes are known only once packed, so kept sources and weights
-  are appended to scratch files, then copied into graphs.npy and
-  indices.npy in example order."""
-
-  fetch_dtype = "float32"            # `pack_rows` ranks and rounds float32 weights
-
-  def __init__(self, directory, lengths, per, dtype, k, max_words):
-    self.directory, self.dtype, self.k = directory, dtype, k
-    self.source_dtype = np.uint8 if max_words <= 256 else np.uint16
-    self.row_offsets = np.concatenate([[0], np.cumsum(per * lengths.astype(np.int64))])
-    self.counts = np.lib.format.open_memmap(
-        os.path.join(directory, COUNTS), mode="w+", dtype=np.uint8 if k <= 255 else np.uint16,
-        shape=(int(self.row_offsets[-1]),))
-    self.scratch = {name: open(os.path.join(directory, name + ".scratch"), "wb")
-                    for name in (GRAPHS, INDICES)}
-    self.where = np.zeros((len(lengths), 2), np.int64)     # scratch start, size
-    self.appended = 0
-    self.kept_sum, self.kept_min, self.kept_rows = 0.0, 1.0, 0
-
-  def put(self, i, block):
-    counts, sources, values, kept = pack_rows(block, self.k, self.dtype)
-    self.counts[self.row_offsets[i]:self.row_offsets[i + 1]] = counts
-    self.scratch[GRAPHS].write(values.tobytes())
-    self.scratch[INDICES].write(sources.astype(self.source_dtype).tobytes())
-    self.where[i] = self.appended, values.size
-    self.appended += values.size
-    self.kept_sum, self.kept_rows = self.kept_sum + float(kept.sum()), self.kept_rows + kept.size
-    self.kept_min = min(self.kept_min, float(kept.min(initial=1.0)))
-
-  def finish(self) -> tuple[np.ndarray, dict]:
-    self.counts.flush()
-    del self.counts
-    offsets = np.concatenate([[0], np.cumsum(self.where[:, 1])])
-    for name, dtype in ((GRAPHS, self.dtype), (INDICES, self.source_dtype)):
-      self.scratch[name].close()
-      scratch = os.path.join(self.directory, name + ".scratch")
-      out = np.lib.format.open_memmap(os.path.join(self.directory, name), mode="w+",
-                                      dtype=dtype, shape=(int(offsets[-1]),))
-      if offsets[-1]:
-        packed = np.memmap(scratch, dtype=dtype, mode="r")
-        for i, (start, size) in enumerate(self.where):
-          out[offsets[i]:offsets[i + 1]] = packed[start:start + size]
-        del packed
-      out.flush()
-      del out
-      os.remove(scratch)
-    return offsets, {"mass_kept": {"mean": self.kept_sum / max(self.kept_rows, 1),
-                                   "min": self.kept_min, "rows": self.kept_rows}}
