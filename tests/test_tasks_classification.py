@@ -19,7 +19,7 @@ from glomo_jax.tasks import (ClassificationTask, TaskGraphs, TransferConfig, bui
                              embedding_matrix, load_task_data, make_batch,
                              run_transfer)
 from glomo_jax.tasks.transfer_config import ClassifierOptions, OptimOptions, TaskFiles
-from glomo_jax.transfer.align import word_graphs
+from glomo_jax.transfer.unit_graphs import word_graphs
 from conftest import (REPO, assert_trees_equal, kill_during_run, kill_seed, nli_records, reviews,
                       write_jsonl)
 
