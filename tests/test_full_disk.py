@@ -107,12 +107,12 @@ def test_a_pretraining_run_on_a_full_disk_loses_no_checkpoint_or_export(tmp_path
   sys.path.insert(0, REPO)
   from experiments.configs import demo  # noqa: PLC0415
   cfg = demo.get_config("tiny")
-  cfg.num_steps, cfg.checkpoint_every, cfg.eval_every, cfg.log_every = 2, 1, 100, 1
+  cfg.loop.num_steps, cfg.loop.checkpoint_every, cfg.loop.eval_every, cfg.loop.log_every = 2, 1, 100, 1
   workdir = str(tmp_path / "run")
   checkpoints = os.path.join(workdir, "checkpoints")
 
   def run(steps):
-    cfg.num_steps = steps
+    cfg.loop.num_steps = steps
     return train_and_evaluate(PretrainConfig.from_dict(cfg.to_dict()), workdir, devices=ONE)
   run(2)
   export = export_files(workdir)
