@@ -61,10 +61,14 @@ def test_table_runs_rows_measures_them_and_resumes(tmp_path):
          "--seeds=0", "--", "--config.optim.steps=2"]
   out = subprocess.run(cmd, cwd=REPO, capture_output=True, text=True, timeout=900)
   assert out.returncode == 0, out.stdout[-2000:] + out.stderr[-2000:]
-  tables = [{line.split(" | ")[0][2:]: line for line in block.splitlines()
-             if line.startswith("| ")}
-            for block in (root / "table.md").read_text().split("\n\n")]
-  rows, health, transfer = tables[0], tables[2], tables[4]
+  blocks = [block for block in (root / "table.md").read_text().split("\n\n")
+            if block.startswith("| ")]
+
+  def table(header):      # {first cell: line} of the table whose header starts so
+    block = next(b for b in blocks if b.startswith(header))
+    return {line.split(" | ")[0][2:]: line for line in block.splitlines()}
+  rows, health = table("| row | seeds | held-out loss"), table("| row | seed | step")
+  transfer, arc_rows = table("| row | transfer accuracy"), table("| row | planted arcs")
   assert {"full", "no_unit_level", "planted", "frozen"} <= set(rows)
   assert "not comparable" in rows["no_unit_level"] and "not comparable" not in rows["full"]
   full = json.loads((root / "full_s0" / "record.json").read_text())
@@ -84,6 +88,9 @@ def test_table_runs_rows_measures_them_and_resumes(tmp_path):
   assert arcs["final"]["predicting_best"] == pytest.approx(1.0)
   assert arcs["final"]["predicting_best_head"] == 0
   assert planted["export"] is None and "syntax" not in planted
+  assert planted["arcs"]["final"]["best"] == pytest.approx(1.0)
+  assert 0 <= full["arcs"]["final"]["best"] <= 1 and "untrained" in full["arcs"]
+  assert {"full", "planted", "frozen"} <= set(arc_rows)
   assert planted["empty_rows"] < full["empty_rows"] or planted["dead_heads"] == 0
   frozen = json.loads((root / "frozen_s0" / "config.json").read_text())
   assert frozen["graph_export"] == f"{root}/full_s0/export"
