@@ -13,12 +13,13 @@ from glomo_jax.pretraining import PretrainConfig
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 # the pretraining configs (transfer: tests/test_transfer_experiment.py; squad:
-# tests/test_squad_run.py; images: tests/test_images_pretraining.py, tests/test_cifar.py)
+# tests/test_squad_run.py; images: tests/test_images_pretraining.py, tests/test_cifar.py;
+# predictor_rows holds the rows of experiments.predictor_table: tests/test_predictor_table.py)
 CONFIGS = sorted(name for name in (os.path.basename(p)[:-3] for p in glob.glob(
     os.path.join(REPO, "experiments", "configs", "*.py")))
                  if not name.startswith(("_", "common"))
                  and name not in ("imdb", "mnli", "agreement", "squad", "images_pretrain",
-                                  "cifar"))
+                                  "cifar", "predictor_rows"))
 
 
 @pytest.mark.parametrize("name", CONFIGS)
