@@ -42,6 +42,18 @@ def test_rows_are_parsed_and_applied_to_the_config():
     row_config(base, {"model.key_layer": 4}, None, "/r", 0)
   with pytest.raises(ValueError, match="not a section"):
     row_config(base, {"optimizer.lr": 4}, None, "/r", 0)
+  # every optimiser row names its optimiser whatever the base preset's
+  from experiments.configs import wiki_cpu  # noqa: PLC0415
+  for preset, (optimizer, lr, momentum, clip) in {
+      "": ("sgd", 8.0, 0.2, 0.25), "adam": ("adam", 1e-3, 0.2, 1.0)}.items():
+    base = PretrainConfig.from_dict(wiki_cpu.get_config(preset).to_dict()).to_dict()
+    for name, want in {"adam": ("adam", 1e-3, 1.0), "sgd": ("sgd", 8.0, 0.25),
+                       "adam_clip0.25": ("adam", 1e-3, 0.25)}.items():
+      c = row_config(base, table_rows(["optimizer"], [name], [])[name], None, "/r", 0)
+      assert (c.optimizer, c.learning_rate, c.clip_norm) == want, (preset, name)
+    c = PretrainConfig.from_dict(base)
+    assert (c.optimizer, c.learning_rate, c.momentum, c.clip_norm) == (
+        optimizer, lr, momentum, clip)
   rows = table_rows(["ablations"], ["full"], ["mine: seed=3"])
   assert list(rows) == ["full", "mine"]
   with pytest.raises(ValueError, match="unknown row set"):
