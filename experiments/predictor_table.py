@@ -174,6 +174,11 @@ def pretrain_and_measure(name: str, seed: int, config, changes: dict, root: str,
             "health_by_step": [{"step": e["step"], **_totals(e["heldout"]),
                                 "batch_stats": _totals(e["heldout"], "batch_stats_")}
                                for e in summary["history"] if "heldout" in e]}
+  arcs = summary.get("arcs") or {}
+  if arcs.get("final"):          # the built-in corpus: weight on the planted arcs
+    record["arcs"] = {which: {k: arcs[which].get(f"predicting_{k}")
+                              for k in ("best", "top1", "chance")}
+                      for which in ("final", "untrained") if arcs.get(which)}
   if _CONLLU.value and record["export"]:
     record["syntax"] = syntax_columns(record["export"], _CONLLU.value, _SELECT.value,
                                       _SELECT_N.value)
@@ -201,6 +206,32 @@ def _syntax(records, which: str) -> str:
     return "–"
   return (f"{_fmt([c['head'] for c in cells])} / {_fmt([c['uuas'] for c in cells])}"
           + (f" ({cells[0]['name']})" if which == "best_head" and len(cells) == 1 else ""))
+
+
+def _arcs(records, which: str) -> str:
+  cells = [r["arcs"][which] for r in records if which in r.get("arcs", {})]
+  if not cells:
+    return "–"
+  return f"{_fmt([c['best'] for c in cells])} / {_fmt([c['top1'] for c in cells])}"
+
+
+def arc_table(groups: dict[str, list[dict]]) -> str:
+  """On the built-in corpus: the weight the predicting row of each planted
+  arc's target puts on its source (`glomo_jax.eval.arcs`), best head."""
+  rows = {name: rs for name, rs in groups.items() if any(r.get("arcs") for r in rs)}
+  if not rows:
+    return ""
+  lines = ["| row | planted arcs: best head's weight / top-1 | untrained | chance |",
+           "|---|---|---|---|"]
+  for name, records in rows.items():
+    chance = _fmt([r["arcs"]["final"]["chance"] for r in records if "final" in r["arcs"]])
+    lines.append(f"| {name} | {_arcs(records, 'final')} | {_arcs(records, 'untrained')} | "
+                 f"{chance} |")
+  return "\n".join(lines) + (
+      "\n\nThe row before each planted arc's target (whose features predict the "
+      "target) and the weight it puts on the arc's source, in the best layer and head; "
+      "top-1: the share of those rows whose largest weight is on the source. Chance: a "
+      "uniform row's weight.\n")
 
 
 def quality_table(groups: dict[str, list[dict]]) -> str:
@@ -310,6 +341,8 @@ def main(argv):
     run_grid(_TRANSFER.value, folder, ["uniform"], _SEEDS.value, _PARALLEL.value, extra)
     transfer["uniform graph (at transfer)"] = _transfer_accuracies(folder, "uniform")
   text = quality_table(groups) + "\n" + health_table(groups)
+  if arc_table(groups):
+    text += "\n" + arc_table(groups)
   if transfer:
     text += "\n" + transfer_table(transfer)
   with open(os.path.join(root, "table.md"), "w", encoding="utf-8") as f:

@@ -43,6 +43,18 @@ def test_rows_are_parsed_and_applied_to_the_config():
     row_config(base, {"model.key_layer": 4}, None, "/r", 0)
   with pytest.raises(ValueError, match="not a section"):
     row_config(base, {"optimizer.lr": 4}, None, "/r", 0)
+  # every optimiser row names its optimiser whatever the base preset's
+  from experiments.configs import wiki_cpu  # noqa: PLC0415
+  for preset, (optimizer, lr, momentum, clip) in {
+      "": ("sgd", 8.0, 0.2, 0.25), "adam": ("adam", 1e-3, 0.2, 1.0)}.items():
+    base = PretrainConfig.from_dict(wiki_cpu.get_config(preset).to_dict()).to_dict()
+    for name, want in {"adam": ("adam", 1e-3, 1.0), "sgd": ("sgd", 8.0, 0.25),
+                       "adam_clip0.25": ("adam", 1e-3, 0.25)}.items():
+      c = row_config(base, table_rows(["optimizer"], [name], [])[name], None, "/r", 0)
+      assert (c.optimizer, c.learning_rate, c.clip_norm) == want, (preset, name)
+    c = PretrainConfig.from_dict(base)
+    assert (c.optimizer, c.learning_rate, c.momentum, c.clip_norm) == (
+        optimizer, lr, momentum, clip)
   rows = table_rows(["ablations"], ["full"], ["mine: seed=3"])
   assert list(rows) == ["full", "mine"]
   with pytest.raises(ValueError, match="unknown row set"):
@@ -62,10 +74,14 @@ def test_table_runs_rows_measures_them_and_resumes(tmp_path):
          "--seeds=0", "--", "--config.optim.steps=2"]
   out = subprocess.run(cmd, cwd=REPO, capture_output=True, text=True, timeout=900)
   assert out.returncode == 0, out.stdout[-2000:] + out.stderr[-2000:]
-  tables = [{line.split(" | ")[0][2:]: line for line in block.splitlines()
-             if line.startswith("| ")}
-            for block in (root / "table.md").read_text().split("\n\n")]
-  rows, health, transfer = tables[0], tables[2], tables[4]
+  blocks = [block for block in (root / "table.md").read_text().split("\n\n")
+            if block.startswith("| ")]
+
+  def table(header):      # {first cell: line} of the table whose header starts so
+    block = next(b for b in blocks if b.startswith(header))
+    return {line.split(" | ")[0][2:]: line for line in block.splitlines()}
+  rows, health = table("| row | seeds | held-out loss"), table("| row | seed | step")
+  transfer, arc_rows = table("| row | transfer accuracy"), table("| row | planted arcs")
   assert {"full", "no_unit_level", "planted", "frozen"} <= set(rows)
   assert "not comparable" in rows["no_unit_level"] and "not comparable" not in rows["full"]
   full = json.loads((root / "full_s0" / "record.json").read_text())
@@ -85,6 +101,9 @@ def test_table_runs_rows_measures_them_and_resumes(tmp_path):
   assert arcs["final"]["predicting_best"] == pytest.approx(1.0)
   assert arcs["final"]["predicting_best_head"] == 0
   assert planted["export"] is None and "syntax" not in planted
+  assert planted["arcs"]["final"]["best"] == pytest.approx(1.0)
+  assert 0 <= full["arcs"]["final"]["best"] <= 1 and "untrained" in full["arcs"]
+  assert {"full", "planted", "frozen"} <= set(arc_rows)
   assert planted["empty_rows"] < full["empty_rows"] or planted["dead_heads"] == 0
   frozen = json.loads((root / "frozen_s0" / "config.json").read_text())
   assert frozen["graph_export"] == f"{root}/full_s0/export"
