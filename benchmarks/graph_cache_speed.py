@@ -64,7 +64,7 @@ def main():
   parser.add_argument("--batch", type=int, default=32)
   parser.add_argument("--pad_multiple", type=int, default=0,
                       help="Pieces padded to this multiple; 0: the backend's, as the cache "
-                           "(glomo_jax.transfer.align.piece_multiple)")
+                           "(glomo_jax.transfer.shapes.piece_multiple)")
   parser.add_argument("--top_k", default="",
                       help="Comma-separated k or k:dtype (dtype float16, float32 or uint8): also "
                            "build the dense cache and a top-k cache of each, and report "
@@ -81,7 +81,7 @@ def main():
     return build_worker(args)
   if args.build_rounds:
     return print(json.dumps(compare_builds(args)))
-  from glomo_jax.transfer.align import piece_multiple  # noqa: PLC0415
+  from glomo_jax.transfer.shapes import piece_multiple  # noqa: PLC0415
 
   predictor = load(args)
   texts, words, spans = read_texts(args)
@@ -196,12 +196,14 @@ def cache_sizes(args, predictor, texts, words, spans) -> list[dict]:
 def compare_alignment(args, predictor, texts, spans, lengths, order) -> dict:
   """Alignment seconds of warm passes, this checkout's and --baseline_repo's
   alternating (the baseline's first pass compiles and is not counted)."""
-  from glomo_jax.transfer.align import _align_jit  # noqa: PLC0415
+  from glomo_jax.transfer.align import align_graphs_jit  # noqa: PLC0415
   path = os.path.join(args.baseline_repo, "glomo_jax", "transfer", "align.py")
   spec = importlib.util.spec_from_file_location("baseline_align", path)
   module = importlib.util.module_from_spec(spec)
   spec.loader.exec_module(module)     # its own imports resolve to this checkout's package
-  aligns = {"this": _align_jit, "baseline": module._align_jit}
+  # the jitted alignment: align_graphs_jit, or _align_jit in checkouts before issue 46
+  aligns = {"this": align_graphs_jit,
+            "baseline": getattr(module, "align_graphs_jit", None) or module._align_jit}
   one_pass(args, predictor, texts, spans, lengths, order, aligns["baseline"])
   seconds = {name: [] for name in aligns}
   for _ in range(args.rounds):
@@ -216,9 +218,10 @@ def one_pass(args, predictor, texts, spans, lengths, order, align=None):
   """One pass over the texts as the cache builds them: (seconds, seconds by
   phase, distinct (P, W) shapes). `align`: the jitted alignment (default
   this checkout's)."""
-  from glomo_jax.transfer.align import _align_jit, encode_texts  # noqa: PLC0415
-  from glomo_jax.transfer.cache import batch_width  # noqa: PLC0415
-  align = align or _align_jit
+  from glomo_jax.transfer.align import align_graphs_jit  # noqa: PLC0415
+  from glomo_jax.transfer.encode import encode_texts  # noqa: PLC0415
+  from glomo_jax.transfer.shapes import batch_width  # noqa: PLC0415
+  align = align or align_graphs_jit
   phases = dict(encode=0.0, predict=0.0, align=0.0, fetch=0.0, store=0.0)
   shapes = set()
   began = time.perf_counter()

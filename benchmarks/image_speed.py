@@ -38,7 +38,6 @@ from glomo_jax.images.cifar import CifarConfig  # noqa: E402
 from glomo_jax.images.pixel_transfer import GLoMoResNet  # noqa: E402
 from glomo_jax.images.pretraining import ImagePretrainConfig  # noqa: E402
 from glomo_jax.models.pixel_glomo import PixelGLoMo  # noqa: E402
-from glomo_jax.tasks.transfer_config import make_optimizer  # noqa: E402
 
 RESULTS = os.path.join(os.path.dirname(os.path.abspath(__file__)), "results",
                        "image_speed.jsonl")
@@ -94,8 +93,9 @@ def pretraining_case(config: ImagePretrainConfig, size: int) -> Case:
 def cifar_case(config: CifarConfig, variant: str, factor: int, predictor) -> Case:
   pmodel, pvars = predictor
   layers = pmodel.config.num_graph_layers
-  model = GLoMoResNet(variant, config.depth, config.width, 10, layers,
-                      graph_downsample=factor, graph_chunk=config.graph_chunk)
+  model = GLoMoResNet(variant, config.depth, config.width, 10,
+                      config.transfer.for_predictor(layers), graph_downsample=factor,
+                      graph_chunk=config.graph_chunk)
   b = config.optim.batch_size
   rng = np.random.default_rng(1)
   batch = {"images": jnp.asarray(rng.integers(0, 256, (b, 32, 32, 3)), jnp.uint8),
@@ -116,7 +116,7 @@ def cifar_case(config: CifarConfig, variant: str, factor: int, predictor) -> Cas
   init = lambda: model.init(jax.random.key(0), batch["images"][:1], train=False,  # noqa: E731
                             graph_fn=graph_fn)
   return Case(f"cifar {variant} (graphs at {32 // factor}×{32 // factor})", b, init, loss,
-              make_optimizer(config.optim, 1000), batch)
+              config.optim.optimizer_for(1000), batch)
 
 
 def main():

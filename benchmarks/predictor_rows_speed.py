@@ -45,12 +45,10 @@ def compiled_step(config):
   from glomo_jax import tuning  # noqa: PLC0415
   from glomo_jax.pretraining import GLoMoObjective  # noqa: PLC0415
   from glomo_jax.pretraining.fixed_graphs import fixed_graph_fn  # noqa: PLC0415
-  from glomo_jax.train.optimizer import make_optimizer  # noqa: PLC0415
   from glomo_jax.train.step import init_state, train_step  # noqa: PLC0415
   model = config.model.replace(vocab_size=config.vocab_size)
   source = "uniform" if config.graph_source == "export" else config.graph_source
-  tx = make_optimizer(config.optimizer, config.learning_rate, config.momentum,
-                      config.clip_norm, weight_decay=config.weight_decay)
+  tx = config.build_optimizer()
   task = GLoMoObjective(model, config.bptt, tx,
                         split_batch_scores=tuning.split_batch_scores(jax.devices()),
                         fixed_graphs=fixed_graph_fn(source, model.num_graph_layers,

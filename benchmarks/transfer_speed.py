@@ -16,7 +16,7 @@ training examples are read (the grids read 8,000). A variant is 'baseline',
 'embeddings:8', with uint8 weights 'embeddings:32:uint8' (its host batch
 densifies the kept sources of each row); a graph
 variant may name how its graphs reach the features, 'embeddings@candidates'
-or 'embeddings@mixtures' (`--config.model.graph_apply`; default 'auto').
+or 'embeddings@mixtures' (`--config.model.transfer.apply_as`; default 'auto').
 
 What is timed per batch is what the training loop does (`task_timing`):
 build the batch on the host (`ClassificationTask.device_batch`, with the
@@ -54,7 +54,7 @@ from benchmarks.task_timing import TimedTask, alternate, print_profiles, rate  #
 from experiments.configs import imdb as imdb_configs  # noqa: E402
 from experiments.configs import mnli as mnli_configs  # noqa: E402
 from glomo_jax.tasks import TransferConfig  # noqa: E402
-from glomo_jax.tasks.batching import batch_order  # noqa: E402
+from glomo_jax.downstream.batches import batch_order  # noqa: E402
 from glomo_jax.tasks.classification import ClassificationTask  # noqa: E402
 from glomo_jax.tasks.glove import embedding_matrix  # noqa: E402
 from glomo_jax.tasks.transfer import build_model, load_task_data, task_graphs  # noqa: E402
@@ -104,7 +104,8 @@ def variant_config(base: TransferConfig, spec: str) -> tuple[TransferConfig, str
   k, _, dtype = cache.partition(":")
   return base.replace(variant=name, graph_cache_topk=int(k) if k else None,
                       graph_cache_dtype=dtype or base.graph_cache_dtype,
-                      model=dataclasses.replace(base.model, graph_apply=graph_apply)), cache
+                      model=dataclasses.replace(base.model, transfer=dataclasses.replace(
+                          base.model.transfer, apply_as=graph_apply))), cache
 
 
 def main():

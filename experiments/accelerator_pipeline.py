@@ -24,9 +24,9 @@ gets 4 of them, the other stages the rest. The short stages
 (graph caches, analysis, transfer runs) compile many programs and run each
 briefly, so on a GPU they compile without Triton GEMM fusions
 (`tuning.SHORT_GPU_RUN_XLA_FLAGS`), and their batches come in few shapes:
-predictor batches at the accelerator multiples of `glomo_jax.transfer.align`,
-task batches padded to max_words. (benchmarks/RESULTS.md compares an H100
-run without these, 2026-11-25, and one with them, 2026-11-27.)
+predictor batches at the accelerator multiples of `glomo_jax.transfer.shapes`,
+task batches padded to max_words (benchmarks/RESULTS.md compares runs with
+and without these).
 
 An invocation stops at `--budget_minutes`: the running stage gets SIGTERM
 (pretraining and every transfer run save a checkpoint on it) and the next

@@ -18,7 +18,6 @@ import subprocess
 import sys
 import time
 
-GRAPH_VARIANTS = ("embeddings", "rnn", "glomo")      # text tasks and SQuAD; CIFAR
 ACCURACIES = ("validation_accuracy", "test", "matched", "mismatched")
 
 
@@ -34,6 +33,7 @@ def metrics(result: dict) -> dict[str, float]:
 
 def run_command(config: str, variant: str, seed: str, workdir: str,
                 extra: list[str], entry: str = "transfer") -> list[str]:
+  from glomo_jax.transfer.options import GRAPH_VARIANTS  # noqa: PLC0415 (flags first)
   args = [a for a in extra
           if variant in GRAPH_VARIANTS or not a.startswith("--config.predictor_export")]
   return [sys.executable, "-m", f"experiments.{entry}", f"--config={config}",

@@ -36,7 +36,7 @@ $PY -m experiments.syntax_alignment --export="$EXPORT" \
 $PY -m experiments.predictor_table --pretrain_config=experiments/configs/wiki_cpu.py --rows=ablations \
     --pretrain_config.corpus.pattern="$DATA/wiki_text/enwiki2015_wikiextractor_part[123].jsonl.xz" \
     --pretrain_config.tokenizer_path="$RUNS/wiki_cpu/tokenizer.model" \
-    --pretrain_config.eval_every=250 --pretrain_config.checkpoint_every=500 \
+    --pretrain_config.loop.eval_every=250 --pretrain_config.loop.checkpoint_every=500 \
     --root="$RUNS/ablations" --steps=1500 \
     --conllu="$DATA/ud_english_ewt/en_ewt-ud-dev.conllu.gz" \
     --transfer_config=experiments/configs/mnli.py --parallel=2 -- \

@@ -14,34 +14,10 @@ answers, for the official evaluate-v1.1.py); checkpoints, the best
 variables, TensorBoard events, vocabularies and the graph cache go to the
 workdir too. Rerunning the same command resumes the run. Ask a finished run
 a question with `python -m experiments.squad_answer --workdir=...`.
-GLOMO_JAX_CPU_TUNING=1 switches on the CPU-host tuning of `glomo_jax.tuning`.
+
+Flags, --distributed and the printed summary: `experiments.entry`.
 """
-from __future__ import annotations
-
-import json
-
-from absl import flags
-from ml_collections import config_flags
-
-from experiments import cli
-
-_CONFIG = config_flags.DEFINE_config_file(
-    "config", None, "SQuAD config file (experiments/configs/squad.py[:cpu|:tiny]).",
-    lock_config=True)
-_WORKDIR = flags.DEFINE_string("workdir", None, "Directory of the run.")
-flags.mark_flags_as_required(["config", "workdir"])
-
-
-def main(argv):
-  del argv
-  from glomo_jax import tuning  # noqa: PLC0415
-  tuning.start_process()  # GLOMO_JAX_CPU_TUNING=1 only; may restart the program
-  from glomo_jax.squad import SquadConfig, run_squad  # noqa: PLC0415
-  results = run_squad(SquadConfig.from_dict(_CONFIG.value.to_dict()), _WORKDIR.value,
-                      compilation_cache_dir=cli.compilation_cache_dir(_WORKDIR.value))
-  print(json.dumps({k: v for k, v in results.items() if k not in ("curves", "config")},
-                   default=str, indent=1))
-
+from experiments import entry
 
 if __name__ == "__main__":
-  cli.run(main)
+  entry.run_kind("squad")

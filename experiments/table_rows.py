@@ -58,11 +58,11 @@ def row_config(base: dict, changes: dict, steps: int | None, root: str, seed: in
   from glomo_jax.pretraining import PretrainConfig  # noqa: PLC0415
   values = json.loads(json.dumps(base))
   if steps is not None:
-    values["num_steps"] = steps
+    values["loop"]["num_steps"] = steps
   values["seed"] = seed
   for key, value in changes.items():
     if key == "steps_fraction":
-      values["num_steps"] = max(1, round(values["num_steps"] * float(value)))
+      values["loop"]["num_steps"] = max(1, round(values["loop"]["num_steps"] * float(value)))
       continue
     if isinstance(value, str):
       value = value.format(root=root, seed=seed)

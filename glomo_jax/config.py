@@ -67,12 +67,27 @@ def _type_name(hint) -> str:
   return "None" if hint is type(None) else getattr(hint, "__name__", str(hint))
 
 
+def set_fields(group: Mapping[str, Any]) -> dict | None:
+  """The entries of an optional group's mapping that are set (not None;
+  nested groups alike), or None when none is: how a `X | None` dataclass
+  field is given field by field (e.g. from command-line flags), its unset
+  fields taking their defaults."""
+  out = {}
+  for key, value in group.items():
+    if isinstance(value, Mapping):
+      value = set_fields(value)
+    if value is not None:
+      out[key] = value
+  return out or None
+
+
 def from_dict(cls, values: Mapping[str, Any], where: str | None = None):
   """An instance of dataclass `cls` from a (nested) mapping of its fields.
 
   Fields whose type is a dataclass are built from mappings too. Missing keys
-  take their defaults. `where` names the section in messages (default the
-  class name).
+  take their defaults. A field of type `X | None` (X a dataclass) given as a
+  mapping is built from its set entries (`set_fields`), or is None when it
+  sets none. `where` names the section in messages (default the class name).
 
   Raises:
     InputError: an unknown key (naming it and the known ones), or a value
@@ -90,6 +105,8 @@ def from_dict(cls, values: Mapping[str, Any], where: str | None = None):
   for name, value in values.items():
     hint = hints.get(name)
     inner = field_type(hint)
+    if dataclasses.is_dataclass(inner) and isinstance(value, Mapping) and inner is not hint:
+      value = set_fields(value)          # an optional group: its unset fields take defaults
     if dataclasses.is_dataclass(inner) and isinstance(value, Mapping):
       value = from_dict(inner, value, f"{where}.{name}")
     elif not _accepts(hint, value):

@@ -46,9 +46,10 @@ ONE_OFF_CPU_OPTIONS = {"xla_cpu_use_fusion_emitters": False,
 # --parallel): XLA:CPU's Eigen thread pool off.
 ONE_CORE_XLA_FLAGS = "--xla_cpu_multi_thread_eigen=false"
 # XLA_FLAGS of short runs that compile much (the accelerator pipeline's graph
-# caches, analyses and transfer grids): no Triton GEMM fusions. On an H100,
-# autotuning them took most of the 267 s compile of the `small` training
-# step (38.7 s without them, the step 17 % slower). Only GPUs read the flag.
+# caches, analyses and transfer grids): no Triton GEMM fusions, whose
+# autotuning dominates a GPU compile; a run that executes each program
+# briefly gains more compile time than the slower steps lose
+# (benchmarks/RESULTS.md). Only GPUs read the flag.
 SHORT_GPU_RUN_XLA_FLAGS = "--xla_gpu_enable_triton_gemm=false"
 # XLA command buffers (CUDA graphs: a program's kernels launched as recorded
 # graphs instead of one launch each), opt-in settings that

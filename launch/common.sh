@@ -54,9 +54,17 @@ parse_common_args() {
   done
 }
 
-# Entry points: the experiments/*.py files that end in cli.run(main).
+# Entry points: the experiments/*.py files that end in cli.run(main) or
+# entry.run_kind(...) (the run kinds, which take --distributed).
 entry_points() {
-  grep -l "^  cli.run(main)" "$LAUNCH_ROOT"/experiments/*.py | xargs -n1 basename | sed 's/\.py$//'
+  grep -lE "^  (cli\.run\(main\)|entry\.run_kind\()" "$LAUNCH_ROOT"/experiments/*.py |
+    xargs -n1 basename | sed 's/\.py$//'
+}
+
+# Whether entry point $1 is a run kind of experiments/entry.py (it trains on
+# the loop and takes --distributed, so it runs on every host of a job).
+is_run_kind() {
+  grep -q "^  entry\.run_kind(" "$LAUNCH_ROOT/experiments/$1.py"
 }
 
 # Sets CONFIG_FLAG and ENTRY from a config spec: 'wiki_cpu' ->
@@ -76,7 +84,7 @@ resolve_config() {
     case "$name" in
       images_pretrain) ENTRY=pretrain_images ;;
       cifar|squad) ENTRY=$name ;;
-      imdb|mnli|agreement) ENTRY=transfer ;;
+      imdb|sst2|mnli|agreement) ENTRY=transfer ;;
       *) ENTRY=pretrain ;;
     esac
   fi

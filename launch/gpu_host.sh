@@ -7,7 +7,8 @@
 # to the entry point:
 #   bash launch/gpu_host.sh wiki_cpu runs/wiki --config.corpus.pattern='data/*.jsonl.xz'
 # --dry-run prints the commands instead of running them.
-# For several hosts, run on each with --distributed --coordinator_address=HOST:PORT
+# For several hosts (any run kind: pretrain, pretrain_images, transfer, squad,
+# cifar), run on each with --distributed --coordinator_address=HOST:PORT
 # --num_processes=N --process_id=I.
 # The first compile of the training step takes minutes on a GPU (XLA autotunes
 # its Triton GEMMs); compiled steps are kept in WORKDIR/compile_cache, so a

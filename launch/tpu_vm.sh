@@ -1,10 +1,11 @@
 #!/usr/bin/env bash
 # Runs an entry point on a Cloud TPU VM or pod slice, from your workstation:
 # creates the TPU if it does not exist, copies this checkout (git archive of
-# HEAD) to every worker, installs, and runs the entry point. Text pretraining
-# (experiments.pretrain) runs on every worker of a pod slice, started together
-# through jax.distributed (JAX finds the coordinator on TPU); the other entry
-# points are single-host and run on worker 0.
+# HEAD) to every worker, installs, and runs the entry point. The run kinds
+# (pretrain, pretrain_images, transfer, squad, cifar: experiments/entry.py) run
+# on every worker of a pod slice, started together through jax.distributed
+# (JAX finds the coordinator on TPU); the other entry points are single-host
+# and run on worker 0.
 #   bash launch/tpu_vm.sh [--dry-run] --name=NAME --zone=ZONE [--type=v5litepod-8] \
 #     [--version=v2-alpha-tpuv5-lite] [--project=PROJECT] [--spot=1] \
 #     [--entry=NAME] CONFIG WORKDIR [FLAGS...]
@@ -36,7 +37,7 @@ INSTALL='rm -rf glomo_jax && mkdir glomo_jax && tar -xzf glomo_jax.tar.gz -C glo
 INSTALL+=" && python3 -m venv .venv && .venv/bin/pip install -q --upgrade pip"
 INSTALL+=" && .venv/bin/pip install -q -e '.[tf]' 'jax[tpu]'"
 RUN_ON=0 DISTRIBUTED=()
-[ "$ENTRY" = pretrain ] && RUN_ON=all DISTRIBUTED=(--distributed)
+is_run_kind "$ENTRY" && RUN_ON=all DISTRIBUTED=(--distributed)
 COMMAND="cd glomo_jax && $(command_line .venv/bin/python -m "experiments.$ENTRY" \
   "$CONFIG_FLAG" --workdir="$WORKDIR" "${DISTRIBUTED[@]}" "$@")"
 

@@ -61,6 +61,7 @@ print(f"JAX {jax.__version__}, backend {jax.default_backend()}: {len(devices)} "
 from glomo_jax import ModelConfig
 from glomo_jax.data import CorpusSpec, SyntheticConfig
 from glomo_jax.pretraining import PretrainConfig
+from glomo_jax.train.config import LoopOptions
 
 PRESET = os.environ.get("GLOMO_JAX_NOTEBOOK_PRESET", "full")
 WORKDIR = os.path.abspath("runs/notebook_pretrain")
@@ -74,11 +75,11 @@ config = PretrainConfig(
     corpus=CorpusSpec(source="synthetic",
                       synthetic=SyntheticConfig(num_documents=60 if tiny else 3000)),
     batch_size=16 * len(devices), bptt=64, shift=32, optimizer="adam", learning_rate=3e-3,
-    clip_norm=1.0, num_steps=6 if tiny else 2000, log_every=2 if tiny else 100,
-    eval_every=3 if tiny else 500, eval_batches=2 if tiny else 8,
-    checkpoint_every=3 if tiny else 500, heldout_fraction=0.05, plateau_patience=0,
-    compile_fast=tiny)
-print(f"preset {PRESET!r}: {config.num_steps} steps of {config.batch_size} windows × "
+    clip_norm=1.0, eval_batches=2 if tiny else 8, heldout_fraction=0.05,
+    loop=LoopOptions(num_steps=6 if tiny else 2000, log_every=2 if tiny else 100,
+                     eval_every=3 if tiny else 500, checkpoint_every=3 if tiny else 500,
+                     plateau_patience=0, compile_fast=tiny))
+print(f"preset {PRESET!r}: {config.loop.num_steps} steps of {config.batch_size} windows × "
       f"{config.bptt} tokens, d={config.model.dim}, {config.model.num_heads} heads, "
       f"L={config.model.num_graph_layers}; workdir {WORKDIR}")
 

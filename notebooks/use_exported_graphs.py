@@ -55,6 +55,7 @@ if not os.path.exists(EXPORT):
   from glomo_jax import ModelConfig
   from glomo_jax.data import CorpusSpec, SyntheticConfig
   from glomo_jax.pretraining import PretrainConfig, train_and_evaluate
+  from glomo_jax.train.config import LoopOptions
   from glomo_jax.train.console import show_progress
   show_progress()
   summary = train_and_evaluate(PretrainConfig(
@@ -63,10 +64,10 @@ if not os.path.exists(EXPORT):
                         context_length=3, decoder_layers=1, sample_positions=0),
       corpus=CorpusSpec(synthetic=SyntheticConfig(num_documents=60 if tiny else 3000)),
       batch_size=16 * len(jax.devices()), bptt=64, shift=32, optimizer="adam",
-      learning_rate=3e-3, clip_norm=1.0, num_steps=6 if tiny else 2000,
-      log_every=3 if tiny else 200, eval_every=6 if tiny else 1000, eval_batches=2,
-      checkpoint_every=6 if tiny else 1000, heldout_fraction=0.05, plateau_patience=0,
-      compile_fast=tiny), os.path.dirname(EXPORT))
+      learning_rate=3e-3, clip_norm=1.0, eval_batches=2, heldout_fraction=0.05,
+      loop=LoopOptions(num_steps=6 if tiny else 2000, log_every=3 if tiny else 200,
+                       eval_every=6 if tiny else 1000, checkpoint_every=6 if tiny else 1000,
+                       plateau_patience=0, compile_fast=tiny)), os.path.dirname(EXPORT))
   EXPORT = summary["export"]
 
 # %% [markdown]

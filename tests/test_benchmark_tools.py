@@ -145,16 +145,16 @@ def test_model_part_is_the_deepest_module_with_parameters_and_the_pass():
   modules = {("transfer",), ("transfer", "mixture_fw"), ("transfer", "mixture_fw", "logits"),
              ("rnn_0",)}
   part = lambda op, depth=2: profile_step.model_part(op, modules, depth)
-  assert part("jit(train_step)/jvp(IMDBClassifier)/transfer/mixture_fw/logits/dot_general") == (
+  assert part("jit(train_step)/jvp(TextClassifier)/transfer/mixture_fw/logits/dot_general") == (
       "transfer/mixture_fw (forward)")
-  assert part("jit(train_step)/jvp(IMDBClassifier)/transfer/mixture_fw/logits/dot_general",
+  assert part("jit(train_step)/jvp(TextClassifier)/transfer/mixture_fw/logits/dot_general",
               depth=3) == "transfer/mixture_fw/logits (forward)"
-  assert part("jit(train_step)/transpose(jvp(IMDBClassifier))/transfer/slice") == (
+  assert part("jit(train_step)/transpose(jvp(TextClassifier))/transfer/slice") == (
       "transfer (backward)")
   # a name that is not a module with parameters ends the path: ops, Dropout
-  assert part("jit(train_step)/jvp(IMDBClassifier)/rnn_0/while/body/rnn_0/add") == (
+  assert part("jit(train_step)/jvp(TextClassifier)/rnn_0/while/body/rnn_0/add") == (
       "rnn_0 (forward)")
-  assert part("jit(train_step)/jvp(IMDBClassifier)/Dropout_1/add") == "(top level) (forward)"
+  assert part("jit(train_step)/jvp(TextClassifier)/Dropout_1/add") == "(top level) (forward)"
   assert part("jit(train_step)/optax/add") == "outside the model"
   assert part("") == "outside the model"
 

@@ -46,7 +46,7 @@ def corpora(tmp_path_factory):
     ("vocabulary", ["--config.corpus.pattern={root}/short.txt", "--config.vocab_size=5000"],
      ["vocab_size 5000 is too large", "lower vocab_size"]),
     ("no pattern", [], ["needs a file pattern", "--config.corpus.pattern"]),
-    ("typo", ["--config.num_stepz=3"], ["unknown config field 'num_stepz'", "num_steps"]),
+    ("typo", ["--config.loop.num_stepz=3"], ["unknown config field 'num_stepz'", "num_steps"]),
 ])
 def test_pretraining_corpus_and_config_mistakes(corpora, tmp_path, name, flags, fragments):
   del name
@@ -69,7 +69,7 @@ def pretrained(tmp_path_factory):
   the CPU tuning asked for: the run says it is on, with glibc's settings."""
   workdir = tmp_path_factory.mktemp("pretrained") / "run"
   out = run(PRETRAIN + ["--config=experiments/configs/demo.py:tiny", f"--workdir={workdir}",
-                        "--config.num_steps=1", "--config.export=False",
+                        "--config.loop.num_steps=1", "--config.export=False",
                         "--compilation_cache_dir="], env={"GLOMO_JAX_CPU_TUNING": "1"})
   assert out.returncode == 0, out.stderr[-3000:]
   assert "CPU tuning on (glibc heap settings in place)" in out.stderr
@@ -96,7 +96,7 @@ def test_checkpoint_mistakes(pretrained, tmp_path):
   out = run(["-m", "experiments.export", f"--workdir={workdir}"])
   assert_one_line(out, "checkpoint at step 1", "cannot be read")
   out = run(PRETRAIN + ["--config=experiments/configs/demo.py:tiny", f"--workdir={workdir}",
-                        "--config.num_steps=2", "--config.export=False",
+                        "--config.loop.num_steps=2", "--config.export=False",
                         "--compilation_cache_dir="])
   assert_one_line(out, "none could be restored", "new --workdir")
   out = run(["-m", "experiments.export", f"--workdir={workdir}", "--debug"])

@@ -20,7 +20,7 @@ from glomo_jax.export import format as export_format
 from glomo_jax.export import load_graph_predictor
 from glomo_jax.pretraining import PretrainConfig, train_and_evaluate
 from glomo_jax.tasks import run_transfer
-from glomo_jax.transfer import cache_files, cached_word_graphs
+from glomo_jax.transfer import cache_stores, cached_word_graphs
 from test_non_finite_runs import with_steps
 from test_tasks_classification import imdb_config
 from test_transfer_predictor import DATASET, W
@@ -107,12 +107,12 @@ def test_a_pretraining_run_on_a_full_disk_loses_no_checkpoint_or_export(tmp_path
   sys.path.insert(0, REPO)
   from experiments.configs import demo  # noqa: PLC0415
   cfg = demo.get_config("tiny")
-  cfg.num_steps, cfg.checkpoint_every, cfg.eval_every, cfg.log_every = 2, 1, 100, 1
+  cfg.loop.num_steps, cfg.loop.checkpoint_every, cfg.loop.eval_every, cfg.loop.log_every = 2, 1, 100, 1
   workdir = str(tmp_path / "run")
   checkpoints = os.path.join(workdir, "checkpoints")
 
   def run(steps):
-    cfg.num_steps = steps
+    cfg.loop.num_steps = steps
     return train_and_evaluate(PretrainConfig.from_dict(cfg.to_dict()), workdir, devices=ONE)
   run(2)
   export = export_files(workdir)
@@ -175,9 +175,9 @@ def test_a_graph_cache_build_on_a_full_disk(tmp_path, monkeypatch, tiny_export):
     if len(calls) == 3:
       raise NO_SPACE
     return original(self, i, block)
-  original = cache_files.DenseStore.put
+  original = cache_stores.DenseStore.put
   with monkeypatch.context() as patch:
-    patch.setattr(cache_files.DenseStore, "put", put)
+    patch.setattr(cache_stores.DenseStore, "put", put)
     with pytest.raises(OSError) as error:
       cached_word_graphs(root, predictor, DATASET, W)
   assert "cannot write" in str(error.value) and "no partial cache was left" in str(error.value)

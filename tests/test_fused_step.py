@@ -25,7 +25,7 @@ def batches():
 
 def steps(config, batches):
   """SGD steps from the same initialisation: (params, [metrics])."""
-  tx = make_optimizer("sgd", 1.0, 0.2, 0.25)
+  tx = make_optimizer("sgd", 1.0, momentum=0.2, clip_norm=0.25)
   objective = GLoMoObjective(config, T, tx)
   state = jax.jit(functools.partial(create_state, objective, tx))(jax.random.PRNGKey(0))
   step = jax.jit(functools.partial(train_step, objective, tx))

@@ -29,7 +29,7 @@ from glomo_jax.squad.config import SquadConfig
 from glomo_jax.squad.data import from_records, read_squad_json
 from glomo_jax.tasks.datasets import TASKS, read_split
 from glomo_jax.tasks.glove import read_glove
-from glomo_jax.tasks.transfer_config import TransferConfig
+from glomo_jax.tasks.config import TransferConfig
 from test_squad_parts import FACTS, squad_articles
 from test_syntax_alignment import CONLLU
 
@@ -253,11 +253,16 @@ def _leaves(value, path=()):
 
 
 def _hint(cls, path):
-  """The type hint of the config field at `path` (nested dataclasses followed)."""
+  """The type hint of the config field at `path` (nested dataclasses
+  followed); None is allowed too inside an optional group (an `X | None`
+  dataclass field), where it means "unset": the field's default."""
+  optional = False
   for key in path[:-1]:
     hint = typing.get_type_hints(cls)[key]
+    optional = optional or type(None) in typing.get_args(hint)
     cls = next((a for a in typing.get_args(hint) if a is not type(None)), hint)
-  return typing.get_type_hints(cls)[path[-1]]
+  hint = typing.get_type_hints(cls)[path[-1]]
+  return hint | None if optional else hint
 
 
 def _categories(hint) -> set:

@@ -11,6 +11,7 @@ from glomo_jax.images.data import ImageSource
 from glomo_jax.export import ExportedPixelGraphPredictor, load_graph_predictor
 from glomo_jax.images import PixelGLoMo
 from glomo_jax.images.pretraining import ImagePretrainConfig, pretrain_images
+from glomo_jax.train.config import LoopOptions
 
 
 def write_images(path, n=24, size=8):
@@ -22,12 +23,12 @@ def write_images(path, n=24, size=8):
   return str(path)
 
 
-def config_for(path, **changes):
+def config_for(path, steps=4, **changes):
   model = ModelConfig.tiny(vocab_size=32, decoder_layers=1, sample_positions=5)
   base = ImagePretrainConfig(model=model, images=ImageSource("npz", path), downsample=2,
-                             heldout_images=8, batch_size=8, num_steps=4, log_every=1,
-                             eval_every=2, checkpoint_every=2, eval_batches=0,
-                             compile_fast=True)
+                             heldout_images=8, batch_size=8, eval_batches=0,
+                             loop=LoopOptions(num_steps=steps, log_every=1, eval_every=2,
+                                              checkpoint_every=2, compile_fast=True))
   return base.replace(**changes)
 
 
@@ -41,7 +42,7 @@ def test_trains_evaluates_and_resumes_exactly(tmp_path):
   assert np.isfinite(heldout["loss"]) and heldout["bits_per_value"] == pytest.approx(
       heldout["loss"] / np.log(2))
   resumed_dir = str(tmp_path / "resumed")
-  first = pretrain_images(config_for(path, num_steps=2), resumed_dir)
+  first = pretrain_images(config_for(path, steps=2), resumed_dir)
   assert first["step"] == 2
   resumed = pretrain_images(config_for(path), resumed_dir)
   assert resumed["first_step"] == 2 and resumed["step"] == 4
@@ -49,12 +50,12 @@ def test_trains_evaluates_and_resumes_exactly(tmp_path):
   with open(os.path.join(resumed_dir, "config.json")) as f:
     assert json.load(f)["downsample"] == 2
   with pytest.raises(ValueError, match="another config"):
-    pretrain_images(config_for(path, num_steps=6, learning_rate=0.5), resumed_dir)
+    pretrain_images(config_for(path, steps=6, learning_rate=0.5), resumed_dir)
 
 
 def test_the_export_loads_in_one_call_for_any_image_size(tmp_path):
   path = write_images(tmp_path / "images.npz")
-  summary = pretrain_images(config_for(path, num_steps=2), str(tmp_path / "run"))
+  summary = pretrain_images(config_for(path, steps=2), str(tmp_path / "run"))
   predictor = load_graph_predictor(summary["export"])
   assert isinstance(predictor, ExportedPixelGraphPredictor)
   assert predictor.metadata["step"] == 2 and predictor.manifest["units"] == "pixels"
@@ -80,7 +81,7 @@ def test_trains_on_mock_tfds_imagenet_resized(tmp_path):
              for i in range(24)]
   config = config_for("unused", images=ImageSource("tfds", "imagenet_resized/32x32",
                                                    "train", reader="data_source"),
-                      num_steps=2, export=False)
+                      steps=2, export=False)
   with tfds.testing.mock_data(as_data_source_fn=lambda *a, **k: records):
     summary = pretrain_images(config, str(tmp_path / "run"))
   assert summary["step"] == 2 and np.isfinite(summary["eval"]["heldout"]["loss"])

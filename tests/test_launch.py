@@ -40,7 +40,8 @@ def test_gpu_host_dry_run_installs_then_runs_the_entry_of_the_config():
 
 def test_tpu_vm_dry_run_creates_copies_installs_and_runs_on_the_right_workers():
   out = lines(launch("tpu_vm.sh", "--dry-run", "--name=pod", "--zone=us-central1-a",
-                     "--project=p", "--spot=1", "paper", "gs://b/run", "--config.num_steps=5"))
+                     "--project=p", "--spot=1", "paper", "gs://b/run",
+                     "--config.loop.num_steps=5"))
   where = ["--zone=us-central1-a", "--project=p"]
   tpu = ["gcloud", "compute", "tpus", "tpu-vm"]
   assert out[0] == tpu + ["describe", "pod"] + where + ["||"] + tpu + [
@@ -57,8 +58,12 @@ def test_tpu_vm_dry_run_creates_copies_installs_and_runs_on_the_right_workers():
   assert shlex.split(run[-1].removeprefix("--command=")) == [
       "cd", "glomo_jax", "&&", ".venv/bin/python", "-m", "experiments.pretrain",
       "--config=experiments/configs/paper.py", "--workdir=gs://b/run", "--distributed",
-      "--config.num_steps=5"]
-  single = lines(launch("tpu_vm.sh", "--dry-run", "--name=v", "--zone=z", "cifar", "r"))[-1]
+      "--config.loop.num_steps=5"]
+  for config in ("cifar", "sst2", "squad:cpu"):   # every run kind runs on every host
+    on_all = lines(launch("tpu_vm.sh", "--dry-run", "--name=v", "--zone=z", config, "r"))[-1]
+    assert on_all[-2] == "--worker=all" and "--distributed" in on_all[-1]
+  single = lines(launch("tpu_vm.sh", "--dry-run", "--name=v", "--zone=z", "--entry=export",
+                        "demo", "r"))[-1]
   assert single[-2] == "--worker=0" and "--distributed" not in single[-1]
 
 
@@ -77,7 +82,7 @@ def test_launch_errors_are_one_line():
 
 def test_gpu_host_runs_the_command_it_prints(tmp_path):
   env = dict(os.environ, VENV=sys.prefix)
-  args = ["demo:tiny", str(tmp_path / "run"), "--config.num_steps=2",
+  args = ["demo:tiny", str(tmp_path / "run"), "--config.loop.num_steps=2",
           "--config.export=False", "--compilation_cache_dir="]
   printed = lines(launch("gpu_host.sh", "--dry-run", *args, env=env))
   assert printed[0][0] == "export"  # an existing environment is not reinstalled

@@ -61,7 +61,7 @@ def cifar(tmp_path):
 
 
 def pixels(tmp_path):
-  config = pixel_config(write_images(tmp_path / "images.npz"), num_steps=4)
+  config = pixel_config(write_images(tmp_path / "images.npz"), steps=4)
   return PixelPretrainingTask, lambda w: pretrain_images(config, w, devices=ONE)
 
 

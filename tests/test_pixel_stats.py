@@ -63,7 +63,7 @@ def test_entry_point_on_a_pixel_export(tmp_path, tiny_export):
   from glomo_jax.images.pretraining import pretrain_images  # noqa: PLC0415
   from test_images_pretraining import config_for, write_images  # noqa: PLC0415
   path = write_images(tmp_path / "images.npz")
-  export = pretrain_images(config_for(path, num_steps=1), str(tmp_path / "run"))["export"]
+  export = pretrain_images(config_for(path, steps=1), str(tmp_path / "run"))["export"]
   table = pixel_statistics_table(export, path, num=5, factor=2, batch_size=2)
   lines = table.splitlines()
   assert lines[0].startswith("5 images evenly spaced") and "4×4" in lines[0]

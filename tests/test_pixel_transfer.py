@@ -8,6 +8,7 @@ import pytest
 from glomo_jax.images.data import downsample
 from glomo_jax.images.pixel_transfer import GLoMoResNet, PixelTransferInput, normalise
 from glomo_jax.transfer import propagated_candidates
+from glomo_jax.transfer.options import TransferOptions
 
 B, H, W, L, K = 2, 4, 6, 2, 2
 
@@ -40,7 +41,8 @@ def test_the_module_puts_the_copied_pixel_at_the_right_place():
   for t in range(W, n):
     above[t, t - W] = 1.0
   graphs = np.broadcast_to(above, (B, 2 * L, K, n, n)).copy()
-  module = PixelTransferInput("glomo", num_layers=L, conditioned=False, features=3)
+  module = PixelTransferInput("glomo",
+                              TransferOptions(num_layers=L, conditioned=False, features=3))
   x = images(8)
   variables = module.init(jax.random.PRNGKey(0), x, graphs)
   p = jax.tree_util.tree_map(np.array, variables["params"])["transfer"]
@@ -59,7 +61,8 @@ def test_the_module_puts_the_copied_pixel_at_the_right_place():
 
 
 def test_graphs_at_half_resolution_give_features_shared_by_2x2_blocks():
-  module = PixelTransferInput("glomo", num_layers=L, features=5, graph_downsample=2)
+  module = PixelTransferInput("glomo", TransferOptions(num_layers=L, features=5),
+                              graph_downsample=2)
   n = (H // 2) * (W // 2)
   g = np.random.default_rng(1).uniform(0, 1, (B, 2 * L, K, n, n)).astype(np.float32)
   g = np.tril(g, -1) / np.maximum(np.tril(g, -1).sum(-1, keepdims=True), 1e-9)
@@ -73,32 +76,33 @@ def test_graphs_at_half_resolution_give_features_shared_by_2x2_blocks():
   np.testing.assert_array_equal(gated[:, 0::2, 0::2], gated[:, 0::2, 1::2])
   assert np.abs(gated[:, 0, 0] - gated[:, 2, 4]).max() > 0        # blocks differ
   with pytest.raises(ValueError, match="3×3 = 9 pixels"):
-    PixelTransferInput("glomo", num_layers=L, graph_downsample=2).init(
+    PixelTransferInput("glomo", TransferOptions(num_layers=L), graph_downsample=2).init(
         jax.random.PRNGKey(0), images(0, (6, 6)), g)
 
 
-@pytest.mark.parametrize("glomo", ["baseline", "uniform", "glomo"])
-def test_variants_train_and_the_graphs_get_no_gradient(glomo):
-  model = GLoMoResNet(glomo, depth=18, width=4, num_layers=L, graph_downsample=1)
+@pytest.mark.parametrize("variant", ["baseline", "uniform", "glomo"])
+def test_variants_train_and_the_graphs_get_no_gradient(variant):
+  model = GLoMoResNet(variant, depth=18, width=4, transfer=TransferOptions(num_layers=L),
+                      graph_downsample=1)
   x = images(3)
   n = H * W
   g = np.tril(np.ones((B, 2 * L, K, n, n), np.float32), -1)
   g = g / np.maximum(g.sum(-1, keepdims=True), 1)
-  graphs = g if glomo == "glomo" else None
+  graphs = g if variant == "glomo" else None
   variables = model.init(jax.random.PRNGKey(0), x, graphs)
   names = set(variables["params"]["input"]) if "input" in variables["params"] else set()
-  assert names == ({"transfer"} if glomo != "baseline" else set())
+  assert names == ({"transfer"} if variant != "baseline" else set())
 
   def loss(params, graphs):
     logits, _ = model.apply({"params": params, "batch_stats": variables["batch_stats"]},
                             x, graphs, train=True, mutable=["batch_stats"])
     return jnp.sum(logits ** 2)
-  if glomo == "glomo":
+  if variant == "glomo":
     _, d_graphs = jax.grad(loss, argnums=(0, 1))(variables["params"], graphs)
     np.testing.assert_array_equal(d_graphs, 0.0)
   value = loss(variables["params"], graphs)
   assert np.isfinite(value)
-  with pytest.raises(ValueError, match="unknown image transfer variant"):
+  with pytest.raises(ValueError, match="unknown variant"):
     GLoMoResNet("pixels").init(jax.random.PRNGKey(0), x)
 
 
@@ -114,8 +118,8 @@ def test_graphs_computed_in_chunks_equal_graphs_given_whole():
     return g / jnp.maximum(g.sum(-1, keepdims=True), 1e-9)
   x = images(6)
   whole = graph_fn(downsample(jnp.asarray(x), 2))
-  module = PixelTransferInput("glomo", num_layers=L, features=4, graph_downsample=2,
-                              graph_chunk=1)
+  module = PixelTransferInput("glomo", TransferOptions(num_layers=L, features=4),
+                              graph_downsample=2, graph_chunk=1)
   variables = module.init(jax.random.PRNGKey(0), x, whole)
   given = module.apply(variables, x, whole)
   chunked = jax.jit(lambda v, x: module.apply(v, x, graph_fn=graph_fn))(variables, x)

@@ -25,19 +25,20 @@ CONLLU = """# text = the dog near the cats runs .
 
 def test_rows_are_parsed_and_applied_to_the_config():
   from glomo_jax.pretraining import PretrainConfig  # noqa: PLC0415
+  from glomo_jax.train.config import LoopOptions  # noqa: PLC0415
   assert parse_row("deep: model.key_layers=4 optimizer=sgd clip_norm=0.25 x=a/b") == (
       "deep", {"model.key_layers": 4, "optimizer": "sgd", "clip_norm": 0.25, "x": "a/b"})
   with pytest.raises(ValueError, match="NAME: field=value"):
     parse_row("no colon")
   with pytest.raises(ValueError, match="is not field=value"):
     parse_row("a: key_layers")
-  base = PretrainConfig(num_steps=100).to_dict()
+  base = PretrainConfig(loop=LoopOptions(num_steps=100)).to_dict()
   config = row_config(base, {"model.key_layers": 4, "steps_fraction": 0.45,
                              "graph_source": "export",
                              "graph_export": "{root}/sgd_s{seed}/export"}, 1500, "/r", 2)
-  assert (config.model.key_layers, config.num_steps, config.seed) == (4, 675, 2)
+  assert (config.model.key_layers, config.loop.num_steps, config.seed) == (4, 675, 2)
   assert config.graph_export == "/r/sgd_s2/export" and not config.export
-  assert row_config(base, {}, None, "/r", 0).num_steps == 100
+  assert row_config(base, {}, None, "/r", 0).loop.num_steps == 100
   with pytest.raises(ValueError, match="not a config field"):
     row_config(base, {"model.key_layer": 4}, None, "/r", 0)
   with pytest.raises(ValueError, match="not a section"):

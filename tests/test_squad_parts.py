@@ -17,6 +17,7 @@ from glomo_jax.squad import (Paragraph, SquadReader, best_span, exact_match, f1_
 from glomo_jax.squad.batching import make_squad_batch
 from glomo_jax.squad.data import carve_validation, paragraph_subset
 from glomo_jax.tasks.words import Vocabulary, tokenize, tokenize_with_offsets
+from glomo_jax.transfer.options import TransferOptions
 
 
 # ---- a tiny SQuAD in the official layout ------------------------------------------
@@ -274,12 +275,13 @@ def pad_more(inputs, extra, rng):
   return out
 
 
-@pytest.mark.parametrize("glomo", ["embeddings", "rnn", "none"])
-def test_padding_never_reaches_real_scores(glomo):
+@pytest.mark.parametrize("variant", ["embeddings", "rnn", "baseline"])
+def test_padding_never_reaches_real_scores(variant):
   rng = np.random.default_rng(0)
   model = SquadReader(vocab_size=30, num_chars=20, embed_dim=6, char_dim=3, char_filters=4,
-                      hidden=5, dense=6, glomo=glomo, transfer_layers=2, transfer_features=3)
-  inputs = reader_inputs(rng, 3, 9, 5, [9, 4, 6], [5, 2, 3], graphs=glomo != "none")
+                      hidden=5, dense=6, variant=variant,
+                      transfer=TransferOptions(num_layers=2, features=3))
+  inputs = reader_inputs(rng, 3, 9, 5, [9, 4, 6], [5, 2, 3], graphs=variant != "baseline")
   variables = model.init(jax.random.key(0), **inputs)
   apply = jax.jit(lambda v, x: model.apply(v, **x))
   start, end = apply(variables, inputs)
@@ -293,15 +295,16 @@ def test_padding_never_reaches_real_scores(glomo):
   assert (np.asarray(start2)[~more["context_mask"]] == -1e30).all()
 
 
-@pytest.mark.parametrize("glomo", ["embeddings", "uniform"])
-def test_the_transfer_mixes_the_word_vectors_alone(glomo):
+@pytest.mark.parametrize("variant", ["embeddings", "uniform"])
+def test_the_transfer_mixes_the_word_vectors_alone(variant):
   """As the authors' reader (squad/model_t.py): the graphs mix, and the gate
   reads, the word vectors; the characters join afterwards, so the encoder
   reads [words ; chars ; gated] and no character reaches the transfer."""
   rng = np.random.default_rng(2)
   model = SquadReader(vocab_size=30, num_chars=20, embed_dim=6, char_dim=3, char_filters=4,
-                      hidden=5, dense=6, glomo=glomo, transfer_layers=2, transfer_features=3)
-  inputs = reader_inputs(rng, 2, 7, 4, [7, 5], [4, 3], graphs=glomo == "embeddings")
+                      hidden=5, dense=6, variant=variant,
+                      transfer=TransferOptions(num_layers=2, features=3))
+  inputs = reader_inputs(rng, 2, 7, 4, [7, 5], [4, 3], graphs=variant == "embeddings")
   variables = model.init(jax.random.key(0), **inputs)
   assert variables["params"]["encoder"]["forward_input"]["kernel"].shape[0] == 6 + 4 + 3
 
@@ -324,7 +327,8 @@ def test_the_transfer_mixes_the_word_vectors_alone(glomo):
 def test_graphs_and_word_vectors_get_no_gradient():
   rng = np.random.default_rng(1)
   model = SquadReader(vocab_size=30, num_chars=20, embed_dim=6, char_dim=3, char_filters=4,
-                      hidden=5, dense=6, glomo="embeddings", transfer_layers=2)
+                      hidden=5, dense=6, variant="embeddings",
+                      transfer=TransferOptions(num_layers=2))
   inputs = reader_inputs(rng, 2, 7, 4, [7, 5], [4, 3])
   variables = model.init(jax.random.key(0), **inputs)
 

@@ -19,14 +19,15 @@ from glomo_jax.squad import (Answerer, ReaderOptions, SquadConfig, SquadFiles, l
 from glomo_jax.squad.batching import make_squad_batch
 from glomo_jax.squad.run import squad_graphs
 from glomo_jax.squad.task import PREDICTIONS_FILE
+from glomo_jax.downstream.options import OptimOptions, TfdsOptions
 from glomo_jax.tasks.words import Vocabulary
-from glomo_jax.tasks.transfer_config import OptimOptions, TfdsOptions
+from glomo_jax.transfer.options import TransferOptions
 from conftest import REPO
 from test_squad_parts import FACTS, squad_articles, tfds_squad_records, write_squad
 
 ONE = jax.devices()[:1]
 TINY_READER = ReaderOptions(embed_dim=8, char_dim=4, char_filters=6, hidden=6, dense=8,
-                            transfer_features=4)
+                            transfer=TransferOptions(features=4))
 TINY_OPTIM = OptimOptions(learning_rate=0.01, batch_size=4, eval_batch_size=8, steps=4,
                           eval_every=2, log_every=2)
 
@@ -82,8 +83,9 @@ def test_tiny_json_run_with_graphs_resumes_and_answers(tiny_export, tmp_path):
       np.testing.assert_allclose(fly.batch(*args), reference, rtol=1e-6, atol=1e-7)
   with pytest.raises(ValueError, match="graph_text"):
     config.replace(graph_text="pieces").check()
-  with pytest.raises(ValueError, match="model.graph_apply 'dense'"):
-    config.replace(model=dataclasses.replace(config.model, graph_apply="dense")).check()
+  with pytest.raises(ValueError, match="model.transfer.apply_as 'dense'"):
+    config.replace(model=dataclasses.replace(config.model, transfer=TransferOptions(
+        apply_as="dense"))).check()
 
   answerer = Answerer(str(workdir))
   passage = "Oslo is the capital of Norway. About 700,000 people live in Oslo."

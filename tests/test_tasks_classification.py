@@ -18,8 +18,10 @@ from glomo_jax.export import load_graph_predictor
 from glomo_jax.tasks import (ClassificationTask, TaskGraphs, TransferConfig, build_model,
                              embedding_matrix, load_task_data, make_batch,
                              run_transfer)
-from glomo_jax.tasks.transfer_config import ClassifierOptions, OptimOptions, TaskFiles
-from glomo_jax.transfer.align import word_graphs
+from glomo_jax.downstream.options import OptimOptions
+from glomo_jax.tasks.config import ClassifierOptions, TaskFiles
+from glomo_jax.transfer.options import TransferOptions
+from glomo_jax.transfer.unit_graphs import word_graphs
 from conftest import (REPO, assert_trees_equal, kill_during_run, kill_seed, nli_records, reviews,
                       write_jsonl)
 
@@ -90,7 +92,8 @@ def test_esim_with_graphs_from_a_real_predictor(tiny_export, tmp_path):
   config = TransferConfig(
       task="mnli", files=files, val_fraction=0.25, max_words=10, length_multiple=10,
       variant="embeddings", predictor_export=tiny_export, graph_cache_dtype="float32",
-      model=ClassifierOptions(embed_dim=8, hidden=8, dropout_rate=0.1, transfer_features=4),
+      model=ClassifierOptions(embed_dim=8, hidden=8, dropout_rate=0.1,
+                              transfer=TransferOptions(features=4)),
       optim=OptimOptions(learning_rate=0.01, batch_size=8, eval_batch_size=8, steps=6,
                          eval_every=3, log_every=3), seed=1, compile_fast=True)
   workdir = tmp_path / "run"

@@ -9,6 +9,7 @@ import numpy as np
 import pytest
 import tensorflow_datasets as tfds
 
+from glomo_jax.downstream import batches as example_batches
 from glomo_jax.tasks import batching, datasets, glove
 from glomo_jax.tasks.words import PAD_ID, UNK_ID, Vocabulary, tokenize
 
@@ -264,21 +265,21 @@ def test_shuffling_is_deterministic_by_seed_and_epoch():
   split = datasets.Split({"text": [[str(i)] for i in range(50)]}, np.zeros(50))
 
   def order(**kw):
-    return np.concatenate(batching.batch_order(split, 8, shuffle=True, **kw))
+    return np.concatenate(example_batches.batch_order(split, 8, shuffle=True, **kw))
   a, b = order(seed=1, epoch=0), order(seed=1, epoch=0)
   np.testing.assert_array_equal(a, b)
   assert sorted(a.tolist()) == list(range(50))
   assert not np.array_equal(a, order(seed=1, epoch=1))
   assert not np.array_equal(a, order(seed=2, epoch=0))
-  dropped = batching.batch_order(split, 8, shuffle=True, drop_remainder=True)
+  dropped = example_batches.batch_order(split, 8, shuffle=True, drop_remainder=True)
   assert len(dropped) == 6 and all(len(b) == 8 for b in dropped)
   lengths = datasets.Split({"text": [["x"] * (i % 13 + 1) for i in range(64)]},
                            np.zeros(64))
-  buckets = batching.batch_order(lengths, 8, shuffle=True, bucket_batches=4)
+  buckets = example_batches.batch_order(lengths, 8, shuffle=True, bucket_batches=4)
   assert sorted(np.concatenate(buckets).tolist()) == list(range(64))
   spread = np.mean([np.ptp(lengths.lengths("text")[b]) for b in buckets])
   plain = np.mean([np.ptp(lengths.lengths("text")[b])
-                   for b in batching.batch_order(lengths, 8, shuffle=True)])
+                   for b in example_batches.batch_order(lengths, 8, shuffle=True)])
   assert spread < plain  # bucketing groups similar lengths
 
 
@@ -287,21 +288,21 @@ def test_example_batches_resume_exactly_and_split_rows_by_host():
 
   def make(indices):
     return {"index": np.asarray(indices)}
-  straight = batching.ExampleBatches(split, 4, make, seed=3, bucket_batches=2)
+  straight = example_batches.ExampleBatches(split, 4, make, seed=3, bucket_batches=2)
   assert straight.batches_per_epoch == 5                  # 21 // 4: the remainder dropped
   first = [next(straight)["index"] for _ in range(13)]    # into the third epoch
   assert sorted(np.concatenate(first[:5]).tolist()) != list(range(21))  # one dropped per epoch
   assert len({tuple(b) for b in first}) == 13
-  resumed = batching.ExampleBatches(split, 4, make, seed=3, bucket_batches=2)
-  partial = batching.ExampleBatches(split, 4, make, seed=3, bucket_batches=2)
+  resumed = example_batches.ExampleBatches(split, 4, make, seed=3, bucket_batches=2)
+  partial = example_batches.ExampleBatches(split, 4, make, seed=3, bucket_batches=2)
   for _ in range(7):
     next(partial)
   resumed.restore(json.loads(json.dumps(partial.state())))
   np.testing.assert_array_equal(np.stack([next(resumed)["index"] for _ in range(6)]),
                                 np.stack(first[7:]))
   with pytest.raises(ValueError, match="does not fit this data"):
-    batching.ExampleBatches(split, 4, make, seed=4).restore(partial.state())
-  rows = [batching.host_rows({"x": np.arange(8)}, p, 4)["x"].tolist() for p in range(4)]
+    example_batches.ExampleBatches(split, 4, make, seed=4).restore(partial.state())
+  rows = [example_batches.host_rows({"x": np.arange(8)}, p, 4)["x"].tolist() for p in range(4)]
   assert rows == [[0, 1], [2, 3], [4, 5], [6, 7]]
   with pytest.raises(ValueError, match="cannot be split over 3 processes"):
-    batching.host_rows({"x": np.arange(8)}, 0, 3)
+    example_batches.host_rows({"x": np.arange(8)}, 0, 3)

@@ -14,11 +14,11 @@ import tensorflow_datasets as tfds
 from glomo_jax import tuning
 from glomo_jax.tasks import batching, datasets, layers
 from glomo_jax.tasks.esim import ESIM, soft_align
-from glomo_jax.tasks.imdb import IMDBClassifier
+from glomo_jax.tasks.text_classifier import TextClassifier
 from glomo_jax.transfer.layer import GraphTransfer
+from glomo_jax.transfer.options import TEXT_VARIANTS, TransferOptions
 
 VOCAB, L, K = 40, 2, 2
-VARIANTS = ("none", "embeddings", "rnn", "uniform")
 # XLA:CPU options for this file's many whole-model compiles: less LLVM
 # optimisation and the classic fusion emitters compile ~4x faster (same math,
 # equal up to float rounding).
@@ -189,16 +189,17 @@ def test_soft_align_rows_sum_to_one_over_valid_positions():
 
 # --- whole models, every variant ---------------------------------------------------
 
-def imdb_model(glomo, **kw):
+def text_model(variant, **kw):
   kw.setdefault("vocab_size", VOCAB)
-  return IMDBClassifier(embed_dim=8, hidden=8, glomo=glomo,
-                        transfer_layers=L, transfer_features=6, dropout_rate=0.0, **kw)
+  return TextClassifier(embed_dim=8, hidden=8, variant=variant,
+                        transfer=TransferOptions(num_layers=L, features=6), dropout_rate=0.0,
+                        **kw)
 
 
-def esim_model(glomo, **kw):
+def esim_model(variant, **kw):
   kw.setdefault("vocab_size", VOCAB)
-  return ESIM(embed_dim=8, hidden=8, glomo=glomo, transfer_layers=L,
-              transfer_features=6, dropout_rate=0.0, **kw)
+  return ESIM(embed_dim=8, hidden=8, variant=variant,
+              transfer=TransferOptions(num_layers=L, features=6), dropout_rate=0.0, **kw)
 
 
 def imdb_inputs(rng, lengths, width):
@@ -219,7 +220,7 @@ def overfit(model, inputs, graphs, labels, steps=15, learning_rate=0.03):
 
   Returns (losses [steps], logits [steps, B, C], d loss / d graphs per step).
   """
-  use_graphs = model.glomo in ("embeddings", "rnn")
+  use_graphs = model.variant in ("embeddings", "rnn")
   graphs = graphs if use_graphs else {}
 
   @functools.partial(jax.jit, compiler_options=FAST)
@@ -256,20 +257,20 @@ def _check_overfit(losses, logits, graph_grads, labels, half):
     np.testing.assert_array_equal(np.asarray(g), 0.0)
 
 
-@pytest.mark.parametrize("glomo", VARIANTS)
-def test_imdb_variant_overfits_mock_data_and_ignores_padding(glomo, mock_tasks):
+@pytest.mark.parametrize("variant", TEXT_VARIANTS)
+def test_one_text_variant_overfits_mock_data_and_ignores_padding(variant, mock_tasks):
   data, vocab = mock_tasks["imdb"]
   inputs, graphs, labels = mock_batch(np.random.default_rng(3), data, vocab)
-  model = imdb_model(glomo, vocab_size=len(vocab))
+  model = text_model(variant, vocab_size=len(vocab))
   losses, logits, graph_grads = overfit(model, inputs, graphs, labels)
   _check_overfit(losses, logits, graph_grads, labels, 3)
 
 
-@pytest.mark.parametrize("glomo", VARIANTS)
-def test_esim_variant_overfits_mock_data_and_ignores_padding(glomo, mock_tasks):
+@pytest.mark.parametrize("variant", TEXT_VARIANTS)
+def test_esim_variant_overfits_mock_data_and_ignores_padding(variant, mock_tasks):
   data, vocab = mock_tasks["mnli"]
   inputs, graphs, labels = mock_batch(np.random.default_rng(4), data, vocab)
-  model = esim_model(glomo, vocab_size=len(vocab))
+  model = esim_model(variant, vocab_size=len(vocab))
   losses, logits, graph_grads = overfit(model, inputs, graphs, labels)
   _check_overfit(losses, logits, graph_grads, labels, 3)
 
@@ -295,7 +296,7 @@ def _pad_more(inputs, graphs, extra):
 
 def test_imdb_outputs_do_not_depend_on_the_padded_length():
   rng = np.random.default_rng(5)
-  model = imdb_model("rnn")
+  model = text_model("rnn")
   inputs, graphs = imdb_inputs(rng, [5, 2, 1], 5)
 
   @functools.partial(jax.jit, compiler_options=FAST)
@@ -338,16 +339,16 @@ def test_variant_and_graph_checks():
   inputs, graphs = imdb_inputs(rng, [3, 2], 4)
   key = jax.random.PRNGKey(0)
   with pytest.raises(ValueError, match="needs text graphs"):
-    imdb_model("embeddings").init(key, **inputs)
+    text_model("embeddings").init(key, **inputs)
   bad = {"text_graphs": graphs["text_graphs"][:, :, :, :3, :3]}
   with pytest.raises(ValueError, match=r"text graphs have shape"):
-    imdb_model("embeddings").init(key, **inputs, **bad)
-  with pytest.raises(ValueError, match="unknown glomo variant"):
-    imdb_model("elmo").init(key, **inputs)
+    text_model("embeddings").init(key, **inputs, **bad)
+  with pytest.raises(ValueError, match="unknown variant"):
+    text_model("elmo").init(key, **inputs)
   with pytest.raises(ValueError, match="rnn_layers >= 2"):
-    imdb_model("rnn", rnn_layers=1).init(key, **inputs, **graphs)
-  assert layers.graph_transfer("uniform", num_layers=L, num_mixtures=1,
-                               conditioned=False, features=None).__class__ is GraphTransfer
+    text_model("rnn", rnn_layers=1).init(key, **inputs, **graphs)
+  assert TransferOptions(num_layers=L).layer("uniform").__class__ is GraphTransfer
+  assert TransferOptions().layer("baseline") is None
 
 
 def test_frozen_embeddings_get_no_gradient_and_glove_init_is_used():
@@ -375,10 +376,10 @@ def test_esim_baseline_of_the_rnn_variants_depth():
   shapes = lambda model, **extra: jax.tree_util.tree_map(  # noqa: E731
       lambda x: x.shape, jax.eval_shape(lambda: model.init(
           jax.random.PRNGKey(0), **inputs, **extra))["params"])
-  deep = shapes(esim_model("none", rnn_layers=2))
+  deep = shapes(esim_model("baseline", rnn_layers=2))
   rnn = shapes(esim_model("rnn"), **graphs)
   assert set(rnn) - set(deep) == {"transfer"} and deep["encoder"] == rnn["encoder"]
   assert deep["encoder_2"] != rnn["encoder_2"]    # it reads 2H, not [2H ; gated]
-  assert "encoder_2" not in shapes(esim_model("none"))
+  assert "encoder_2" not in shapes(esim_model("baseline"))
   with pytest.raises(ValueError, match="needs 2|1 or 2"):
     shapes(esim_model("rnn", rnn_layers=1), **graphs)

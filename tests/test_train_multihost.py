@@ -46,8 +46,8 @@ def pretrain_cmd(workdir, steps=STEPS, *extra):
   return [sys.executable, "-m", "experiments.pretrain",
           "--config=experiments/configs/demo.py:tiny", f"--workdir={workdir}",
           "--config.optimizer=sgd", "--config.learning_rate=1.0",
-          f"--config.num_steps={steps}", "--config.checkpoint_every=2",
-          "--config.eval_every=5000", "--config.log_every=1", "--config.export=False",
+          f"--config.loop.num_steps={steps}", "--config.loop.checkpoint_every=2",
+          "--config.loop.eval_every=5000", "--config.loop.log_every=1", "--config.export=False",
           "--compilation_cache_dir=", *extra]
 
 
@@ -115,8 +115,8 @@ def test_two_hosts_train_as_one_and_resume_exactly_after_a_sigkill(tmp_path):
 
 def test_sigterm_on_one_host_saves_the_same_step_on_every_host(tmp_path):
   workdir, logs = tmp_path / "run", [tmp_path / f"process{i}.log" for i in range(2)]
-  procs = start_hosts(pretrain_cmd(workdir, 2000, "--config.log_every=50",
-                                   "--config.checkpoint_every=5000"), logs)
+  procs = start_hosts(pretrain_cmd(workdir, 2000, "--config.loop.log_every=50",
+                                   "--config.loop.checkpoint_every=5000"), logs)
   deadline = time.time() + 300
   while time.time() < deadline and not all(
       re.search(r"step \d+/2000", log.read_text()) for log in logs):

@@ -28,8 +28,8 @@ ONE = jax.devices()[:1]
 def pretrain_cmd(workdir, export=False):
   return [sys.executable, "-m", "experiments.pretrain",
           "--config=experiments/configs/demo.py:tiny", f"--workdir={workdir}",
-          f"--config.num_steps={STEPS}", "--config.checkpoint_every=1",
-          "--config.eval_every=4", "--config.log_every=1", f"--config.export={export}"]
+          f"--config.loop.num_steps={STEPS}", "--config.loop.checkpoint_every=1",
+          "--config.loop.eval_every=4", "--config.loop.log_every=1", f"--config.export={export}"]
 
 
 def final_state(workdir):
@@ -138,10 +138,10 @@ def test_non_finite_loss_stops_the_run_and_keeps_the_last_good_checkpoint(tmp_pa
   sys.path.insert(0, REPO)
   from experiments.configs import demo  # noqa: PLC0415
   cfg = demo.get_config("tiny")
-  cfg.num_steps, cfg.checkpoint_every, cfg.eval_every, cfg.export = 2, 1, 100, False
-  cfg.log_every = 1
+  cfg.loop.num_steps, cfg.loop.checkpoint_every, cfg.loop.eval_every, cfg.export = 2, 1, 100, False
+  cfg.loop.log_every = 1
   train_and_evaluate(PretrainConfig.from_dict(cfg.to_dict()), str(tmp_path), devices=ONE)
-  cfg.num_steps, cfg.learning_rate = 4, float("inf")
+  cfg.loop.num_steps, cfg.learning_rate = 4, float("inf")
   with pytest.raises(NonFiniteLossError, match=r"step 3.*last good checkpoint is step 2"):
     train_and_evaluate(PretrainConfig.from_dict(cfg.to_dict()), str(tmp_path), devices=ONE)
   assert sorted(int(d) for d in os.listdir(tmp_path / "checkpoints") if d.isdigit()) == [1, 2]
@@ -151,7 +151,7 @@ def test_checkpoints_that_no_longer_fit_the_config_are_an_error_not_a_restart(tm
   sys.path.insert(0, REPO)
   from experiments.configs import demo  # noqa: PLC0415
   cfg = demo.get_config("tiny")
-  cfg.num_steps, cfg.checkpoint_every, cfg.eval_every, cfg.export = 1, 1, 100, False
+  cfg.loop.num_steps, cfg.loop.checkpoint_every, cfg.loop.eval_every, cfg.export = 1, 1, 100, False
   train_and_evaluate(PretrainConfig.from_dict(cfg.to_dict()), str(tmp_path), devices=ONE)
   cfg.model.dim, cfg.model.head_dim = 24, 6
   with pytest.raises(UnrestorableCheckpointError,
@@ -162,8 +162,8 @@ def test_checkpoints_that_no_longer_fit_the_config_are_an_error_not_a_restart(tm
 
 def test_sigterm_saves_a_checkpoint_and_the_next_run_resumes(tmp_path):
   workdir = str(tmp_path)
-  cmd = pretrain_cmd(workdir) + ["--config.checkpoint_every=1000", "--config.num_steps=400",
-                                 "--config.eval_every=1000", "--config.log_every=50"]
+  cmd = pretrain_cmd(workdir) + ["--config.loop.checkpoint_every=1000", "--config.loop.num_steps=400",
+                                 "--config.loop.eval_every=1000", "--config.loop.log_every=50"]
   env = {k: v for k, v in os.environ.items() if k not in ("GLIBC_TUNABLES", "GLOMO_JAX_CPU_TUNING")}
   log = tmp_path / "stderr.txt"
   with open(log, "w", encoding="utf-8") as stderr:
@@ -183,7 +183,7 @@ def test_sigterm_saves_a_checkpoint_and_the_next_run_resumes(tmp_path):
   assert "SIGTERM" in err
   saved = [int(d) for d in os.listdir(os.path.join(workdir, "checkpoints")) if d.isdigit()]
   assert len(saved) == 1 and 0 < saved[0] < 400      # saved off the 1000-step interval
-  out = run(cmd[:-2] + ["--config.num_steps=%d" % (saved[0] + 2), "--config.log_every=1"])
+  out = run(cmd[:-2] + ["--config.loop.num_steps=%d" % (saved[0] + 2), "--config.loop.log_every=1"])
   assert out.returncode == 0, out.stderr[-3000:]
   assert f"resumed from the checkpoint at step {saved[0]}" in out.stderr
 
@@ -192,7 +192,7 @@ def test_the_train_step_compiles_once_across_evaluations_and_saves(tmp_path, cap
   sys.path.insert(0, REPO)
   from experiments.configs import demo  # noqa: PLC0415
   cfg = demo.get_config("tiny")
-  cfg.num_steps, cfg.checkpoint_every, cfg.eval_every, cfg.export = 6, 2, 2, False
+  cfg.loop.num_steps, cfg.loop.checkpoint_every, cfg.loop.eval_every, cfg.export = 6, 2, 2, False
   jax.config.update("jax_log_compiles", True)
   try:
     with caplog.at_level(logging.WARNING):
@@ -215,7 +215,7 @@ def test_a_finished_run_reruns_without_compiling_unless_its_newest_checkpoint_fa
   sys.path.insert(0, REPO)
   from experiments.configs import demo  # noqa: PLC0415
   cfg = demo.get_config("tiny")
-  cfg.num_steps, cfg.checkpoint_every, cfg.eval_every, cfg.export = 2, 1, 100, False
+  cfg.loop.num_steps, cfg.loop.checkpoint_every, cfg.loop.eval_every, cfg.export = 2, 1, 100, False
   config = PretrainConfig.from_dict(cfg.to_dict())
   train_and_evaluate(config, str(tmp_path), devices=ONE)
   with caplog.at_level(logging.INFO, logger="glomo_jax.train"):

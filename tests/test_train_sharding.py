@@ -41,7 +41,7 @@ def run_steps(mesh, objective, tx, batches):
 def test_eight_fake_devices_match_one_device():
   assert jax.device_count() >= 8, "run with XLA_FLAGS=--xla_force_host_platform_device_count=8"
   model_config = ModelConfig.tiny(dim=32, head_dim=8, vocab_size=256, sample_positions=4)
-  tx = make_optimizer("sgd", 1.0, 0.2, 0.25)
+  tx = make_optimizer("sgd", 1.0, momentum=0.2, clip_norm=0.25)
   objective = GLoMoObjective(model_config, 12, tx)
   rng = np.random.default_rng(0)
   batches = [{"tokens": rng.integers(3, 256, (8, 12)).astype(np.int32),
@@ -88,7 +88,7 @@ def test_state_init_compiled_for_memory_gives_the_default_compile_bit_for_bit(mo
   assert options == tuning.ONE_OFF_CPU_OPTIONS
   assert tuning.compiler_options("gpu", one_off=True) is None
   model_config = ModelConfig.tiny(dim=32, head_dim=8, vocab_size=256, sample_positions=4)
-  tx = make_optimizer("sgd", 1.0, 0.2, 0.25)
+  tx = make_optimizer("sgd", 1.0, momentum=0.2, clip_norm=0.25)
   objective = GLoMoObjective(model_config, 12, tx)
   rng = jax.random.PRNGKey(3)
   mesh = make_mesh(data=4, fsdp=2, devices=jax.devices()[:8])
@@ -106,7 +106,8 @@ def test_state_init_compiled_for_memory_gives_the_default_compile_bit_for_bit(mo
   # The options really reach XLA through the loop's own path: an unknown one
   # is refused when a pretraining run builds its state.
   monkeypatch.setattr(tuning, "ONE_OFF_CPU_OPTIONS", {"xla_no_such_option": True})
-  config = dataclasses.replace(PretrainConfig.from_dict(demo.get_config("tiny").to_dict()),
-                               compile_fast=False, num_steps=1)
+  config = PretrainConfig.from_dict(demo.get_config("tiny").to_dict())
+  config = config.replace(loop=dataclasses.replace(config.loop, compile_fast=False,
+                                                   num_steps=1))
   with pytest.raises(Exception, match="xla_no_such_option"):
     train_and_evaluate(config, str(tmp_path), devices=jax.devices()[:1])

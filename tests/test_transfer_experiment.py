@@ -19,10 +19,11 @@ sys.path.insert(0, REPO)
 from experiments.configs import agreement as agreement_config  # noqa: E402
 from experiments.configs import imdb as imdb_config  # noqa: E402
 from experiments.configs import mnli as mnli_config  # noqa: E402
+from experiments.configs import sst2 as sst2_config  # noqa: E402
 from glomo_jax.tasks import TransferConfig, run_transfer  # noqa: E402
-from glomo_jax.tasks.transfer_config import VARIANTS  # noqa: E402
+from glomo_jax.transfer.options import TEXT_VARIANTS  # noqa: E402
 
-KEYS = {"task", "variant", "glomo", "seed", "validation_accuracy", "best_step", "steps",
+KEYS = {"task", "variant", "seed", "validation_accuracy", "best_step", "steps",
         "stopped_early", "wall_time_s", "train_time_s", "examples", "vocabulary",
         "glove", "predictor", "curves", "config"}
 
@@ -41,12 +42,13 @@ def run(config, workdir):
                       devices=jax.devices()[:1])
 
 
-@pytest.mark.parametrize("name", ["imdb", "mnli", "agreement"])
+@pytest.mark.parametrize("name", ["imdb", "sst2", "mnli", "agreement"])
 @pytest.mark.parametrize("arg", ["", "tiny"])
 def test_transfer_configs_load(name, arg):
-  module = {"imdb": imdb_config, "mnli": mnli_config, "agreement": agreement_config}[name]
+  module = {"imdb": imdb_config, "sst2": sst2_config, "mnli": mnli_config,
+            "agreement": agreement_config}[name]
   config = module.get_config(arg)
-  assert config.task == name and config.variant in VARIANTS
+  assert config.task == name and config.variant in TEXT_VARIANTS
   TransferConfig.from_dict(config.to_dict())  # every field is a TransferConfig field
   assert "corpus" not in config  # not a pretraining config (tests/test_configs.py)
   assert config.files.train is None  # no default data path
@@ -76,8 +78,7 @@ def test_baseline_from_the_command_line_reports_test_accuracy(tmp_path):
   assert out.returncode == 0, out.stderr[-3000:]
   results = json.loads((workdir / "results.json").read_text())
   assert KEYS <= set(results) and "note" not in results
-  assert (results["task"], results["variant"], results["glomo"], results["seed"]) == (
-      "imdb", "baseline", "none", 1)
+  assert (results["task"], results["variant"], results["seed"]) == ("imdb", "baseline", 1)
   assert 0 <= results["validation_accuracy"] <= 1 and 0 <= results["test"] <= 1
   assert results["examples"] == {"train": 43, "validation": 5, "test": 12}
   assert results["steps"] == 4 and results["best_step"] in (2, 4)
@@ -102,7 +103,7 @@ def test_embeddings_variant_with_a_predictor_and_train_only_data(tmp_path, tiny_
   assert json.loads(open(os.path.join(workdir, "results.json")).read()) == json.loads(
       json.dumps(results, default=str))
   assert KEYS <= set(results)
-  assert (results["variant"], results["glomo"]) == ("embeddings", "embeddings")
+  assert results["variant"] == "embeddings" and "glomo" not in results
   assert results["matched"] is None and results["mismatched"] is None
   assert "only validation accuracy" in results["note"]
   assert 0 <= results["validation_accuracy"] <= 1
@@ -174,10 +175,10 @@ def test_errors_before_any_work(tmp_path):
   config.files.matched, config.variant = None, "nonsense"
   with pytest.raises(ValueError, match="unknown variant"):
     run(config, tmp_path / "d")
-  config.variant, config.model.graph_apply = "embeddings", "dense"
-  with pytest.raises(ValueError, match="model.graph_apply 'dense'"):
+  config.variant, config.model.transfer.apply_as = "embeddings", "dense"
+  with pytest.raises(ValueError, match="model.transfer.apply_as 'dense'"):
     run(config, tmp_path / "d")
-  config.model.graph_apply = "auto"
+  config.model.transfer.apply_as = "auto"
   config.variant, config.graph_source = "embeddings", "arcs"
   with pytest.raises(ValueError, match="only the agreement task"):
     run(config, tmp_path / "e")

@@ -139,7 +139,7 @@ def test_cache_float32_equals_on_the_fly_and_is_reused(predictor, tmp_path,
 
   def no_build(*args, **kwargs):
     raise AssertionError("an existing cache was rebuilt")
-  monkeypatch.setattr(cache_lib, "_build", no_build)
+  monkeypatch.setattr(cache_lib, "build_cache", no_build)
   again = cached_word_graphs(str(tmp_path), predictor, DATASET, W, dtype="float32")
   assert again.path == cache.path
 
@@ -148,25 +148,25 @@ def test_accelerator_batch_shapes_give_the_graphs_of_the_cpu_shapes(predictor, t
                                                                     monkeypatch):
   """On an accelerator the build pads pieces and words to multiples of 128
   (few shapes to compile); the graphs are those of a CPU's tight shapes."""
-  from glomo_jax.transfer import align  # noqa: PLC0415
-  assert align.piece_multiple("cpu") == 16
-  assert align.piece_multiple("gpu") == align.piece_multiple("tpu") == 128
-  assert [align.unit_width(n, 40, 32, "cpu") for n in (1, 32, 33, 41)] == [32, 32, 40, 40]
-  assert [align.unit_width(n, 400, 32, "gpu") for n in (3, 130, 401)] == [128, 256, 400]
+  from glomo_jax.transfer import cache_build, encode, shapes as shape_policy  # noqa: PLC0415
+  assert shape_policy.piece_multiple("cpu") == 16
+  assert shape_policy.piece_multiple("gpu") == shape_policy.piece_multiple("tpu") == 128
+  assert [shape_policy.unit_width(n, 40, 32, "cpu") for n in (1, 32, 33, 41)] == [32, 32, 40, 40]
+  assert [shape_policy.unit_width(n, 400, 32, "gpu") for n in (3, 130, 401)] == [128, 256, 400]
   shapes = []
-  dispatch = cache_lib.device_unit_graphs
+  dispatch = cache_build.device_unit_graphs
 
   def recording(predictor, arrays, num_units, *args, **kwargs):
     shapes.append((len(arrays[0]), arrays[0].shape[1], num_units))      # (B, P, W)
     return dispatch(predictor, arrays, num_units, *args, **kwargs)
-  monkeypatch.setattr(cache_lib, "device_unit_graphs", recording)
+  monkeypatch.setattr(cache_build, "device_unit_graphs", recording)
   cpu = cached_word_graphs(str(tmp_path / "cpu"), predictor, DATASET, 200, dtype="float32",
                            batch_size=3)
   cpu_shapes, shapes[:] = set(shapes), []
-  on_cpu = align.piece_multiple
-  monkeypatch.setattr(align, "piece_multiple", lambda backend=None: on_cpu("gpu"))
-  monkeypatch.setattr(cache_lib, "unit_width", functools.partial(align.unit_width,
-                                                                 backend="gpu"))
+  on_cpu = shape_policy.piece_multiple
+  monkeypatch.setattr(encode, "piece_multiple", lambda backend=None: on_cpu("gpu"))
+  monkeypatch.setattr(shape_policy, "unit_width", functools.partial(shape_policy.unit_width,
+                                                                    backend="gpu"))
   accelerator = cached_word_graphs(str(tmp_path / "gpu"), predictor, DATASET, 200,
                                    dtype="float32", batch_size=3)
   assert len(cpu_shapes) > 1 and all(p % 16 == 0 and w == 32 for _, p, w in cpu_shapes)
@@ -176,9 +176,10 @@ def test_accelerator_batch_shapes_give_the_graphs_of_the_cpu_shapes(predictor, t
 
 
 def test_cache_float16_within_half_precision(predictor, tmp_path, monkeypatch, caplog):
-  monkeypatch.setattr(cache_lib, "_build",
-                      functools.partial(cache_lib._build, progress_every_s=0))
-  with caplog.at_level("INFO", logger=cache_lib.__name__):
+  from glomo_jax.transfer import cache_build  # noqa: PLC0415
+  monkeypatch.setattr(cache_lib, "build_cache",
+                      functools.partial(cache_build.build_cache, progress_every_s=0))
+  with caplog.at_level("INFO", logger=cache_build.__name__):
     cache = cached_word_graphs(str(tmp_path), predictor, DATASET, W, batch_size=4)
   batches = -(-len(DATASET) // 4)  # a progress line after every batch but the last
   progress = [r.getMessage() for r in caplog.records if "examples/s" in r.getMessage()]

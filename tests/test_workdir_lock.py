@@ -18,8 +18,8 @@ from glomo_jax.train.workdir import LOCK_FILENAME
 def pretrain(workdir, steps):
   return [sys.executable, "-m", "experiments.pretrain",
           "--config=experiments/configs/demo.py:tiny", f"--workdir={workdir}",
-          f"--config.num_steps={steps}", "--config.checkpoint_every=100000",
-          "--config.eval_every=100000", "--config.log_every=1", "--config.export=False"]
+          f"--config.loop.num_steps={steps}", "--config.loop.checkpoint_every=100000",
+          "--config.loop.eval_every=100000", "--config.loop.log_every=1", "--config.export=False"]
 
 
 def locked_elsewhere(workdir) -> bool:

@@ -32,7 +32,7 @@ def objective(args, mc):
   from glomo_jax import tuning
   from glomo_jax.pretraining import GLoMoObjective
   from glomo_jax.train.optimizer import make_optimizer
-  tx = make_optimizer("sgd", LR, MOMENTUM, CLIP)
+  tx = make_optimizer("sgd", LR, momentum=MOMENTUM, clip_norm=CLIP)
   task = GLoMoObjective(mc, args.bptt, tx,
                         split_batch_scores=tuning.split_batch_scores(jax.devices()))
   return task, tx

@@ -27,9 +27,9 @@ def get_config(arg: str = ""):
              "eval_every": 50, "patience": None})
   config.source = "synthetic"
   config.synthetic.num_documents = 3000
-  # 2,000 sentences, 1,000 steps: the baseline and the uniform graph stay at
-  # chance, GLoMo's graphs reach 79-94 % test accuracy (experiments/RESULTS.md,
-  # data efficiency); with 8,000 every variant learns the task
+  # 2,000 training sentences: few enough that what the graphs add shows (with
+  # many more, every variant learns the task; experiments/RESULTS.md, data
+  # efficiency)
   config.synthetic.train = 2000
   if arg == "tiny":
     tiny_preset(config, max_words=32)

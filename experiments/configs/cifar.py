@@ -6,7 +6,8 @@ Presets:
   cosine over 200 epochs, batch 128; graphs at 32×32 (graph_downsample 1).
   Set --config.depth=34 for ResNet-34. A GPU / TPU run.
 * 'cpu': an .npz of 32×32 images (location by flag; the shared file has
-  20,000 train images and no test split), 16,000 / 4,000; a narrow
+  20,000 train images and no test split: add held-out test images with
+  `--config.test.source=npz --config.test.location=PATH`), 16,000 / 4,000; a narrow
   ResNet-18 (width 16) for 2 CPU cores, graphs from a 16×16 predictor
   (graph_downsample 2), 10 epochs.
 * 'tiny': a seconds-long smoke run of the same pipeline.
@@ -15,9 +16,9 @@ The variant (baseline | uniform | glomo) is --config.variant; 'glomo' needs
 <workdir>/export).
 """
 from experiments.configs.common import config_dict
+from glomo_jax.downstream.options import OptimOptions
 from glomo_jax.images.cifar import CifarConfig
 from glomo_jax.images.data import ImageSource
-from glomo_jax.tasks.transfer_config import OptimOptions
 
 
 def get_config(arg: str = ""):

@@ -1,12 +1,17 @@
 """Shared pieces of the experiment configs: a ConfigDict holding every field
-of one of the library's config dataclasses (pretraining, transfer), and the
-transfer configs' tiny preset.
+of one of the library's config dataclasses (pretraining, downstream), and
+the text classification configs' tiny preset.
 
-Every field is present (so `--config.x.y=...` overrides are checked against
-the real field names, and a typo fails before any work), and a field whose
-default is None becomes a placeholder of its type (so it can be overridden
-with a value). The entry points turn the ConfigDict back into the dataclass
-with `<Config>.from_dict(config.to_dict())`.
+Every field is present, so `--config.x.y=...` overrides are checked against
+the real field names, and a typo fails before any work. A field whose
+default is None becomes a placeholder of its type, so it can be set to a
+value; an optional group (a dataclass field whose default is None, e.g.
+CIFAR's `test` images) becomes a group of its own fields, each a
+placeholder, so it can be set field by field
+(`--config.test.source=npz --config.test.location=PATH`): the library's
+`from_dict` builds the group from the fields that are set (the others take
+their defaults), or leaves it None when none is. The entry points turn the
+ConfigDict back into the dataclass with `<Config>.from_dict(config.to_dict())`.
 """
 from __future__ import annotations
 
@@ -19,8 +24,10 @@ from ml_collections import config_dict as cd
 from glomo_jax import ModelConfig
 from glomo_jax.config import field_type
 from glomo_jax.data.corpus import CorpusSpec
+from glomo_jax.downstream.options import OptimOptions
 from glomo_jax.pretraining import PretrainConfig
-from glomo_jax.tasks.transfer_config import ClassifierOptions, OptimOptions, TransferConfig
+from glomo_jax.tasks.config import ClassifierOptions, TransferConfig
+from glomo_jax.train.config import LoopOptions
 
 
 def config_dict(obj) -> ml_collections.ConfigDict:
@@ -28,35 +35,50 @@ def config_dict(obj) -> ml_collections.ConfigDict:
   hints = typing.get_type_hints(type(obj))
   values = {}
   for field in dataclasses.fields(obj):
-    value = getattr(obj, field.name)
+    value, kind = getattr(obj, field.name), field_type(hints[field.name])
     if dataclasses.is_dataclass(value):
       value = config_dict(value)
+    elif value is None and dataclasses.is_dataclass(kind):
+      value = unset_group(kind)
     elif value is None:
-      value = cd.placeholder(field_type(hints[field.name]))
+      value = cd.placeholder(kind)
     elif isinstance(value, tuple):
       value = list(value)
     values[field.name] = value
   return ml_collections.ConfigDict(values)
 
 
-def base_config(model: ModelConfig, corpus: dict, **fields) -> ml_collections.ConfigDict:
+def unset_group(cls) -> ml_collections.ConfigDict:
+  """An optional group of dataclass `cls` that is not set: each field a
+  placeholder of its type (nested groups alike)."""
+  hints = typing.get_type_hints(cls)
+  values = {}
+  for field in dataclasses.fields(cls):
+    kind = field_type(hints[field.name])
+    values[field.name] = (unset_group(kind) if dataclasses.is_dataclass(kind)
+                          else cd.placeholder(kind))
+  return ml_collections.ConfigDict(values)
+
+
+def base_config(model: ModelConfig, corpus: dict, loop: dict, **fields
+                ) -> ml_collections.ConfigDict:
   """A pretraining config: every PretrainConfig field, with `model`, the
-  corpus (CorpusSpec fields) and `fields` set."""
+  corpus (CorpusSpec fields), the loop (LoopOptions fields) and `fields` set."""
   return config_dict(PretrainConfig(model=model, corpus=CorpusSpec.from_dict(corpus),
-                                    **fields))
+                                    loop=LoopOptions(**loop), **fields))
 
 
 def transfer_config(task: str, *, max_words: int, model: dict, optim: dict,
                     **fields) -> ml_collections.ConfigDict:
-  """A transfer config: every TransferConfig field, with the task's model
-  and optimiser values set."""
+  """A text classification config: every TransferConfig field, with the
+  task's model and optimiser values set."""
   return config_dict(TransferConfig(
       task=task, max_words=max_words, model=ClassifierOptions(**model),
       optim=OptimOptions(**optim), **fields))
 
 
 def tiny_preset(config: ml_collections.ConfigDict, max_words: int) -> None:
-  """Shrinks a transfer config in place to a seconds-long smoke run."""
+  """Shrinks a text classification config in place to a seconds-long smoke run."""
   config.max_words = max_words
   config.max_train_examples, config.max_eval_examples = 64, 32
   config.vocab.max_size = 2000

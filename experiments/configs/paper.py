@@ -14,7 +14,7 @@ SentencePiece model (the authors used 100k words).
 
 The TFDS wikipedia dataset must be prepared beforehand (it is TFRecord-based:
 install the `tf` extra); `--config.corpus.download=True` prepares it on first
-use. Mesh: data-parallel over every device; `--config.mesh_fsdp=N` shards
+use. Mesh: data-parallel over every device; `--config.loop.mesh_fsdp=N` shards
 parameters and optimiser state N ways. Multi-host: add `--distributed`.
 `:tiny` keeps the authors' model but a short run.
 """
@@ -27,15 +27,15 @@ def get_config(arg: str = ""):
       ModelConfig.paper(),
       {"source": "tfds", "name": "wikipedia/20230601.en", "split": "train",
        "text_feature": "text", "tfds_reader": "auto"},
+      {"num_steps": 300_000, "log_every": 100, "eval_every": 5000, "checkpoint_every": 2000,
+       "keep_checkpoints": 3, "plateau_patience": 3, "plateau_factor": 0.5},
       vocab_size=100_000, tokenizer_sample_chars=50_000_000, heldout_fraction=0.001,
       batch_size=32, bptt=200, shift=100, optimizer="sgd", learning_rate=8.0,
-      momentum=0.2, clip_norm=0.25, plateau_patience=3, plateau_factor=0.5,
-      num_steps=300_000, log_every=100, eval_every=5000, eval_batches=100,
-      checkpoint_every=2000, keep_checkpoints=3)
+      momentum=0.2, clip_norm=0.25, eval_batches=100)
   if arg == "tiny":
-    config.num_steps, config.log_every, config.eval_every = 10, 1, 5
-    config.checkpoint_every, config.eval_batches = 5, 2
-    config.compile_fast = True
+    config.loop.num_steps, config.loop.log_every, config.loop.eval_every = 10, 1, 5
+    config.loop.checkpoint_every, config.eval_batches = 5, 2
+    config.loop.compile_fast = True
   elif arg:
     raise ValueError(f"unknown paper preset {arg!r}; use '' or 'tiny'")
   return config

@@ -22,9 +22,9 @@ dev is evaluated with the best variables.
 `:cpu` is the CPU-scale experiment of experiments/RESULTS.md (a subset of
 train, smaller vectors, Adam); `:tiny` a seconds-long smoke run.
 """
-from glomo_jax.squad import ReaderOptions, SquadConfig
-from glomo_jax.tasks.transfer_config import OptimOptions
 from experiments.configs.common import config_dict
+from glomo_jax.downstream.options import OptimOptions
+from glomo_jax.squad import ReaderOptions, SquadConfig
 
 
 def get_config(arg: str = ""):
@@ -38,7 +38,7 @@ def get_config(arg: str = ""):
     config.max_train_questions = 20_000
     config.char_min_count = 10
     config.optim.optimizer, config.optim.learning_rate = "adam", 1e-3
-    config.length_multiple = 64               # few step shapes: each compile is ~10 s
+    config.length_multiple = 64               # few step shapes, each compiled once
     config.optim.batch_size, config.optim.epochs = 32, 1.0
     config.optim.eval_every, config.optim.log_every = 200, 50
   elif arg == "tiny":

@@ -31,17 +31,18 @@ def get_config(arg: str = ""):
            ModelConfig.paper(dtype="bfloat16", embed_grad_scale_by_freq=False))
   config = base_config(
       model, {"source": "files", "pattern": "", "file_format": "auto", "text_field": "text"},
+      {"num_steps": 200_000, "log_every": 500, "eval_every": 4000, "checkpoint_every": 4000,
+       "keep_checkpoints": 2, "plateau_patience": 3},
       vocab_size=32_000, tokenizer_sample_chars=20_000_000, heldout_fraction=0.005,
       batch_size=32, bptt=200, shift=100, optimizer="sgd", learning_rate=8.0,
-      momentum=0.2, clip_norm=0.25, num_steps=200_000, log_every=500, eval_every=4000, eval_batches=50,
-      checkpoint_every=4000, keep_checkpoints=2, plateau_patience=3)
+      momentum=0.2, clip_norm=0.25, eval_batches=50)
   if arg == "tiny":
     config.vocab_size, config.tokenizer_sample_chars = 400, 200_000
     config.corpus.max_documents = 30
     config.batch_size, config.bptt, config.shift = 8, 32, 16
-    config.num_steps, config.log_every, config.eval_every = 12, 4, 6
-    config.checkpoint_every, config.eval_batches = 6, 2
-    config.compile_fast = True
+    config.loop.num_steps, config.loop.log_every, config.loop.eval_every = 12, 4, 6
+    config.loop.checkpoint_every, config.eval_batches = 6, 2
+    config.loop.compile_fast = True
   elif arg == "adam":
     config.optimizer, config.learning_rate, config.clip_norm = "adam", 5e-4, 1.0
   return config

@@ -25,17 +25,18 @@ def get_config(arg: str = ""):
                       embed_grad_scale_by_freq=False)
   config = base_config(
       model, {"source": "files", "pattern": "", "file_format": "auto", "text_field": "text"},
+      {"num_steps": 10_000, "log_every": 50, "eval_every": 1000, "checkpoint_every": 1000,
+       "plateau_patience": 3},
       vocab_size=8000, tokenizer_sample_chars=5_000_000, heldout_fraction=0.01,
       batch_size=16, bptt=100, shift=50, optimizer="sgd", learning_rate=8.0, momentum=0.2,
-      clip_norm=0.25, num_steps=10_000, log_every=50, eval_every=1000, eval_batches=20,
-      checkpoint_every=1000, plateau_patience=3)
+      clip_norm=0.25, eval_batches=20)
   if arg == "tiny":
     config.model.dim, config.model.head_dim, config.model.num_graph_layers = 32, 16, 2
     config.vocab_size, config.tokenizer_sample_chars = 500, 200_000
     config.corpus.max_documents = 40
-    config.num_steps, config.log_every, config.eval_every = 20, 5, 10
-    config.checkpoint_every, config.eval_batches, config.batch_size = 10, 2, 8
-    config.compile_fast = True
+    config.loop.num_steps, config.loop.log_every, config.loop.eval_every = 20, 5, 10
+    config.loop.checkpoint_every, config.eval_batches, config.batch_size = 10, 2, 8
+    config.loop.compile_fast = True
   elif arg == "adam":
     config.optimizer, config.learning_rate, config.clip_norm = "adam", 1e-3, 1.0
   elif arg:

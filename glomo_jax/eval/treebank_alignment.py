@@ -26,7 +26,9 @@ import numpy as np
 from glomo_jax.eval.conllu import Sentence
 from glomo_jax.eval.syntax import SyntaxScores, offset_graph, uniform_graph
 from glomo_jax.export.predictor import ExportedGraphPredictor
-from glomo_jax.transfer.align import encode_texts, unit_graphs, unit_width
+from glomo_jax.transfer.encode import encode_texts
+from glomo_jax.transfer.shapes import unit_width
+from glomo_jax.transfer.unit_graphs import unit_graphs
 
 DIRECTIONS = ("fw", "bw")
 

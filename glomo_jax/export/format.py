@@ -85,9 +85,8 @@ import glomo_jax
 from glomo_jax.config import ModelConfig
 from glomo_jax.data.tokenizer import Tokenizer
 from glomo_jax.errors import InputError, write_failed
-from glomo_jax.export.subset import (COLLECTIONS, _check_tree, _expected_leaves,
-                                     _flatten, _unflatten, check_units,
-                                     graph_predictor_variables)
+from glomo_jax.export.subset import (COLLECTIONS, check_tree, check_units, expected_leaves,
+                                     flatten_tree, graph_predictor_variables, unflatten_tree)
 
 FORMAT_VERSION = 1
 KIND = "glomo_graph_predictor"
@@ -197,7 +196,7 @@ def export_graph_predictor(directory: str, config: ModelConfig, variables: Mappi
       "tokenizer_fingerprint": tokenizer.fingerprint if tokenizer is not None else None,
       "tokenizer_vocab_size": tokenizer.vocab_size if tokenizer is not None else None,
       "params": [{"path": path, "shape": list(leaf.shape), "dtype": str(leaf.dtype)}
-                 for path, leaf in sorted(_flatten(host).items())],
+                 for path, leaf in sorted(flatten_tree(host).items())],
       "files": files,
       "content_sha256": _content_sha256(params_bytes, tokenizer_bytes, config.to_dict()),
       "metadata": metadata_json,
@@ -396,7 +395,7 @@ def read_export(directory: str) -> ExportContents:
   if not isinstance(restored, dict) or not set(restored) <= set(COLLECTIONS):
     raise InputError(params_path, f"corrupt export: it must hold a dict with keys "
                      f"{list(COLLECTIONS)}")
-  flat = _flatten(restored)
+  flat = flatten_tree(restored)
   try:
     listed = {entry["path"]: tuple(entry["shape"]) for entry in manifest["params"]}
   except (KeyError, TypeError):
@@ -405,10 +404,10 @@ def read_export(directory: str) -> ExportContents:
     raise InputError(params_path, "corrupt export: it does not hold the parameters "
                      f"listed in {MANIFEST_FILENAME}")
   try:
-    _check_tree(config, flat, params_path, allow_extra=False, units=units)
+    check_tree(config, flat, params_path, allow_extra=False, units=units)
   except ValueError as e:
     raise InputError(directory, str(e)) from None
-  expected = _expected_leaves(config, units)
-  variables = _unflatten({path: jnp.asarray(leaf, dtype=expected[path].dtype)
+  expected = expected_leaves(config, units)
+  variables = unflatten_tree({path: jnp.asarray(leaf, dtype=expected[path].dtype)
                           for path, leaf in flat.items()})
   return ExportContents(directory, manifest, config, variables, tokenizer_bytes, units)

@@ -33,7 +33,7 @@ def check_units(units: str) -> str:
 
 
 @functools.lru_cache(maxsize=32)
-def _expected_leaves(config: ModelConfig, units: str = "tokens"
+def expected_leaves(config: ModelConfig, units: str = "tokens"
                      ) -> dict[str, jax.ShapeDtypeStruct]:
   """{'collection/path/to/leaf': ShapeDtypeStruct} of what the model's
   `graphs` method reads.
@@ -47,22 +47,22 @@ def _expected_leaves(config: ModelConfig, units: str = "tokens"
       return PixelGLoMo(config, (2, 2)).init(key, jnp.zeros((1, 2, 2, 3), jnp.uint8),
                                              method=PixelGLoMo.graphs)
     return GLoMo(config).init(key, jnp.zeros((1, 1), jnp.int32), method=GLoMo.graphs)
-  return _flatten(jax.eval_shape(init))
+  return flatten_tree(jax.eval_shape(init))
 
 
-def _flatten(tree: Mapping, prefix: str = "") -> dict[str, Any]:
+def flatten_tree(tree: Mapping, prefix: str = "") -> dict[str, Any]:
   """Nested mappings -> {'a/b/c': leaf}; empty mappings vanish."""
   out = {}
   for key, value in tree.items():
     path = f"{prefix}{key}"
     if isinstance(value, Mapping):
-      out.update(_flatten(value, path + "/"))
+      out.update(flatten_tree(value, path + "/"))
     else:
       out[path] = value
   return out
 
 
-def _unflatten(flat: Mapping[str, Any]) -> dict:
+def unflatten_tree(flat: Mapping[str, Any]) -> dict:
   """{'a/b/c': leaf} -> nested dicts, always with both collections."""
   tree: dict = {name: {} for name in COLLECTIONS}
   for path, value in flat.items():
@@ -74,10 +74,10 @@ def _unflatten(flat: Mapping[str, Any]) -> dict:
   return tree
 
 
-def _check_tree(config: ModelConfig, flat: Mapping[str, Any], where: str,
+def check_tree(config: ModelConfig, flat: Mapping[str, Any], where: str,
                 allow_extra: bool, units: str = "tokens") -> None:
   """Raises ValueError naming every missing, unexpected or misshaped leaf."""
-  expected = _expected_leaves(config, units)
+  expected = expected_leaves(config, units)
   missing = sorted(set(expected) - set(flat))
   extra = [] if allow_extra else sorted(set(flat) - set(expected))
   shapes = [f"{path}: {where} has shape {tuple(np.shape(flat[path]))} but the "
@@ -126,6 +126,6 @@ def graph_predictor_variables(config: ModelConfig, variables: Mapping,
   if not isinstance(variables, Mapping):
     raise TypeError("variables must be a mapping {'params': ..., 'batch_stats': ...}, "
                     f"got {type(variables).__name__}")
-  flat = _flatten({k: variables[k] for k in COLLECTIONS if k in variables})
-  _check_tree(config, flat, "the variables", allow_extra=True, units=units)
-  return _unflatten({path: flat[path] for path in _expected_leaves(config, units)})
+  flat = flatten_tree({k: variables[k] for k in COLLECTIONS if k in variables})
+  check_tree(config, flat, "the variables", allow_extra=True, units=units)
+  return unflatten_tree({path: flat[path] for path in expected_leaves(config, units)})

@@ -27,78 +27,71 @@ from typing import Any, Mapping
 import jax
 import jax.numpy as jnp
 import numpy as np
-import optax
 
-from glomo_jax.config import DictConfig, from_dict
+from glomo_jax.config import from_dict
+from glomo_jax.downstream.batches import batch_order, host_rows
+from glomo_jax.downstream.config import DownstreamConfig
+from glomo_jax.downstream.options import OptimOptions
+from glomo_jax.downstream.run import load_predictor, train_and_report
+from glomo_jax.downstream.scores import classification_sums, mean_loss, summed_accuracy
+from glomo_jax.downstream.task import VALIDATION, DownstreamTask
 from glomo_jax.images.data import ImageSet, ImageSource, carve_validation, read_images
-from glomo_jax.images.pixel_transfer import VARIANTS, GLoMoResNet
-from glomo_jax.io import write_json
-from glomo_jax.tasks.batching import ExampleBatches, batch_order, host_rows
-from glomo_jax.tasks.transfer_config import (OptimOptions, loop_values, make_optimizer,
-                                             record_run_config)
-from glomo_jax.train import loop
-from glomo_jax.train.config import LoopConfig
-from glomo_jax.train.task import RunContext, RunEval, Task
+from glomo_jax.images.pixel_transfer import GLoMoResNet
+from glomo_jax.train.task import RunEval
 from glomo_jax.train.workdir import holding_workdir
+from glomo_jax.transfer.options import PIXEL_VARIANTS, TransferOptions
 
 logger = logging.getLogger("glomo_jax.train")
 
-VALIDATION, TEST = "validation", "test"
-RESULTS_FILE = "results.json"
+TEST = "test"
 
 
 @dataclasses.dataclass(frozen=True)
-class CifarConfig(DictConfig):
-  """One CIFAR-10 run.
+class CifarConfig(DownstreamConfig):
+  """One CIFAR-10 run; and `DownstreamConfig`'s fields (variant:
+  'baseline', 'uniform' or 'glomo'; predictor_export: the pixel predictor's
+  export; optim; seed: parameters and flips; data_seed: the validation
+  carve; mesh_data; compile_fast).
 
   Attributes:
-    variant: 'baseline', 'uniform' or 'glomo'.
     train: the training images (validation is carved from them).
     test: the test images, or None (a local train-only file).
     validation_images: images carved (seeded by data_seed) from train.
     max_train_images: a seeded subset of the rest for training (None: all).
-    predictor_export: the pixel predictor's export ('glomo').
     graph_downsample: graphs between the pixels of the images downsampled by
       this factor (1: the paper; 2: a 16×16 predictor on 32×32 images).
     graph_chunk: images whose graphs are computed at once (memory bound).
     depth, width: the ResNet (18 / 34; width 64 = the published models).
-    num_mixtures, conditioned, transfer_features: the graph transfer's.
-    optim: optimiser, length, evaluations (`OptimOptions`).
-    seed: parameters and flips; data_seed: the validation carve.
-    mesh_data, compile_fast: see `LoopConfig`.
+    transfer: the graph transfer's options (num_mixtures, conditioned,
+      features; num_layers: the predictor's).
   """
-  variant: str = "baseline"
+  VARIANTS = PIXEL_VARIANTS
+
+  optim: OptimOptions = OptimOptions(optimizer="sgd", learning_rate=0.1, batch_size=128,
+                                     eval_batch_size=500, epochs=200, weight_decay=5e-4,
+                                     schedule="cosine")
   train: ImageSource = ImageSource("tfds", "cifar10", "train")
   test: ImageSource | None = ImageSource("tfds", "cifar10", "test")
   validation_images: int = 8000
   max_train_images: int | None = None
-  predictor_export: str | None = None
   graph_downsample: int = 1
   graph_chunk: int | None = 16
   depth: int = 18
   width: int = 64
-  num_mixtures: int = 2
-  conditioned: bool = True
-  transfer_features: int | None = None
-  optim: OptimOptions = OptimOptions(optimizer="sgd", learning_rate=0.1, batch_size=128,
-                                     eval_batch_size=500, epochs=200, weight_decay=5e-4,
-                                     schedule="cosine")
-  seed: int = 0
-  data_seed: int = 0
-  mesh_data: int = -1
-  compile_fast: bool = False
+  transfer: TransferOptions = TransferOptions()
 
   def __post_init__(self):
-    for name, kind in (("train", ImageSource), ("test", ImageSource), ("optim", OptimOptions)):
+    for name, kind in (("train", ImageSource), ("test", ImageSource), ("optim", OptimOptions),
+                       ("transfer", TransferOptions)):
       if isinstance(getattr(self, name), Mapping):
         object.__setattr__(self, name, from_dict(kind, getattr(self, name),
                                                  f"CifarConfig.{name}"))
-    if self.variant not in VARIANTS:
-      raise ValueError(f"unknown variant {self.variant!r}: one of {list(VARIANTS)}")
-    if self.variant == "glomo" and not self.predictor_export:
-      raise ValueError("variant 'glomo' needs predictor_export: the export of a pixel "
-                       "pretraining run (experiments/pretrain_images.py writes "
-                       "<workdir>/export)")
+    self.check()
+
+  def check(self) -> None:
+    super().check()
+    self.transfer.check()
+    self.check_predictor("experiments/pretrain_images.py, which writes <workdir>/export")
 
 
 def load_cifar(config: CifarConfig) -> dict[str, ImageSet]:
@@ -125,32 +118,23 @@ def load_cifar(config: CifarConfig) -> dict[str, ImageSet]:
   return splits
 
 
-class CifarTask(Task):
+class CifarTask(DownstreamTask):
   """The module docstring's task: `GLoMoResNet` on image sets."""
   rng_streams = ("augment",)
   log_metrics = ("loss", "accuracy")
 
   def __init__(self, config: CifarConfig, splits: Mapping[str, ImageSet], predictor=None):
-    self.config, self.splits, self.predictor = config, dict(splits), predictor
-    self.eval_splits = (VALIDATION,)     # test: once, with the best variables (on_end)
+    self.splits, self.predictor = dict(splits), predictor
+    self.held_out = (TEST,) if TEST in self.splits else ()
     self.image_shape = self.splits["train"].shape
-    layers = predictor.config.num_graph_layers if predictor is not None else 3
-    self.model = GLoMoResNet(config.variant, config.depth, config.width, 10, layers,
-                             config.num_mixtures, config.conditioned,
-                             config.transfer_features, config.graph_downsample,
+    layers = predictor.config.num_graph_layers if predictor is not None else None
+    self.model = GLoMoResNet(config.variant, config.depth, config.width, 10,
+                             config.transfer.for_predictor(layers), config.graph_downsample,
                              config.graph_chunk)
     o = config.optim
-    self.batch_size, self.eval_batch_size = o.batch_size, o.eval_batch_size or o.batch_size
-    self.process = (jax.process_index(), jax.process_count())
-    self.batches = ExampleBatches(self.splits["train"], self.batch_size,
-                                  lambda idx: self._batch("train", idx, self.batch_size),
-                                  seed=config.seed)
-    self.loop_values = loop_values(o, self.batches.batches_per_epoch, f"{VALIDATION}/accuracy")
-
-  def loop_config(self, **changes) -> LoopConfig:
-    return LoopConfig(**{**self.loop_values, "seed": self.config.seed,
-                         "mesh_data": self.config.mesh_data,
-                         "compile_fast": self.config.compile_fast, **changes})
+    super().__init__(config, self.splits["train"],
+                     lambda idx: self._batch("train", idx, o.batch_size),
+                     eval_batch_size=o.batch_size)
 
   def _batch(self, split: str, indices, size: int) -> dict:
     """Rows `indices` of a split, padded to `size` (weight 0), host rows."""
@@ -173,10 +157,7 @@ class CifarTask(Task):
     images = jnp.zeros((1, *self.image_shape, 3), jnp.uint8)
     return self.model.init(rng, images, train=False, graph_fn=self._graph_fn())
 
-  def optimizer(self):
-    return make_optimizer(self.config.optim, self.loop_values["num_steps"])
-
-  def _scores(self, variables, batch, train: bool, rngs=None):
+  def _sums(self, variables, batch, train: bool, rngs=None):
     images = batch["images"]
     if train:                                     # horizontal flips, half the images
       flip = jax.random.bernoulli(rngs["augment"], 0.5, (images.shape[0],))
@@ -184,21 +165,14 @@ class CifarTask(Task):
     out = self.model.apply(variables, images, train=train, graph_fn=self._graph_fn(),
                            mutable=["batch_stats"] if train else False)
     logits, updates = out if train else (out, None)
-    losses = optax.softmax_cross_entropy_with_integer_labels(logits, batch["label"])
-    correct = (jnp.argmax(logits, -1) == batch["label"]).astype(jnp.float32)
-    w = batch["weight"]
-    return jnp.sum(losses * w), jnp.sum(correct * w), jnp.sum(w), updates
+    return classification_sums(logits, batch["label"], batch["weight"]), updates
 
   def loss(self, variables, batch, rngs):
-    loss_sum, correct, count, updates = self._scores(variables, batch, True, rngs)
-    count = jnp.maximum(count, 1.0)
-    return (loss_sum / count, {"loss": loss_sum / count, "accuracy": correct / count},
-            updates["batch_stats"])
+    sums, updates = self._sums(variables, batch, True, rngs)
+    loss, metrics = mean_loss(sums)
+    return loss, metrics, updates["batch_stats"]
 
   # ---- data and evaluation ----------------------------------------------------
-  def train_batches(self):
-    return self.batches
-
   def batch_spec(self):
     b = self.batch_size
     return {"images": jax.ShapeDtypeStruct((b, *self.image_shape, 3), jnp.uint8),
@@ -206,29 +180,14 @@ class CifarTask(Task):
             "weight": jax.ShapeDtypeStruct((b,), jnp.float32)}
 
   def eval_step(self, variables, batch):
-    loss_sum, correct, count, _ = self._scores(variables, batch, False)
-    return {"loss_sum": loss_sum, "correct": correct, "count": count}
+    return self._sums(variables, batch, False)[0]
 
   def evaluate(self, split: str, run_eval: RunEval) -> dict[str, float]:
-    """Accuracy (a fraction, as the text tasks) and mean loss over every
-    image of `split`."""
-    sums = {"loss_sum": 0.0, "correct": 0.0, "count": 0.0}
-    for indices in batch_order(self.splits[split], self.eval_batch_size):
-      out = run_eval(self._batch(split, indices, self.eval_batch_size))
-      for k in sums:
-        sums[k] += float(out[k])
-    n = max(sums["count"], 1.0)
-    return {"accuracy": sums["correct"] / n, "loss": sums["loss_sum"] / n,
-            "images": sums["count"]}
-
-  def on_start(self, ctx: RunContext) -> None:
-    record_run_config(ctx, self.config.to_dict())
-
-  def on_end(self, ctx: RunContext) -> dict:
-    results = {VALIDATION: ctx.best.get("value", float("nan"))}
-    if TEST in self.splits:
-      results[TEST] = ctx.evaluate(TEST, ctx.best_variables())["accuracy"]
-    return {"results": results}
+    """Accuracy (a fraction, as the text tasks), mean loss and the number of
+    images of `split`."""
+    return summed_accuracy((self._batch(split, indices, self.eval_batch_size)
+                            for indices in batch_order(self.splits[split],
+                                                       self.eval_batch_size)), run_eval)
 
 
 @holding_workdir
@@ -243,30 +202,13 @@ def run_cifar(config: CifarConfig, workdir: str, *, devices=None,
   splits = load_cifar(config)
   predictor = None
   if config.variant == "glomo":
-    from glomo_jax.export import load_graph_predictor  # noqa: PLC0415
-    predictor = load_graph_predictor(config.predictor_export)
-    if predictor.manifest.get("units") != "pixels":
-      raise ValueError(f"{config.predictor_export} is a text predictor; CIFAR needs a "
-                       "pixel one (experiments/pretrain_images.py)")
+    predictor = load_predictor(config.predictor_export, units="pixels")
   logger.info("CIFAR-10 %s: %s", config.variant,
               ", ".join(f"{k} {len(v)}" for k, v in splits.items()))
-  task = CifarTask(config, splits, predictor)
-  summary = loop.run(task, task.loop_config(compilation_cache_dir=compilation_cache_dir),
-                     workdir, devices=devices)
-  if summary["preempted"]:
-    return {"preempted": True, "step": summary["step"]}
-  scores = summary["results"]
-  results = {
-      "variant": config.variant, "seed": config.seed,
-      "validation_accuracy": scores[VALIDATION], TEST: scores.get(TEST),
-      "best_step": summary["best"].get("step"), "steps": summary["step"],
-      "images": {k: len(v) for k, v in splits.items()},
-      "curves": [{"step": e["step"], "train_loss": e["train"].get("loss"),
-                  "validation_accuracy": e[VALIDATION]["accuracy"]}
-                 for e in summary["history"]],
-      "train_time_s": summary["train_seconds"], "wall_time_s": time.time() - start,
-      "predictor": predictor.directory if predictor is not None else None,
-      "config": config.to_dict()}
-  if jax.process_index() == 0:
-    write_json(os.path.join(workdir, RESULTS_FILE), results)
-  return results
+  return train_and_report(
+      CifarTask(config, splits, predictor), workdir,
+      lambda summary: {"validation_accuracy": summary["results"][VALIDATION],
+                       TEST: summary["results"].get(TEST),
+                       "images": {k: len(v) for k, v in splits.items()}},
+      start=start, predictor=predictor, devices=devices,
+      compilation_cache_dir=compilation_cache_dir)

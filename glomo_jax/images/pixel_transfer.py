@@ -18,10 +18,11 @@ so nothing needs the graphs in the backward pass. f = 2 is the CPU-scale
 variant: a predictor pretrained at 16×16 gives graphs between 16×16 pixels of the 32×32
 images, and each pixel's gated features are shared by its 2×2 block.
 
-Variants (`glomo`): 'baseline' (the ResNet on H), 'uniform' (the uniform-graph
-ablation: mean of Hs over the image), 'glomo' (the predictor's graphs:
-mixtures of G^l and Λ^l). `features` is the width of the gated part
-(default 3, the width of H, as `GatedFusion`).
+Variants (`variant`): 'baseline' (the ResNet on H), 'uniform' (the
+uniform-graph ablation: mean of Hs over the image), 'glomo' (the predictor's
+graphs: mixtures of G^l and Λ^l). The transfer is built from `transfer`, a
+`TransferOptions`; its `features` is the width of the gated part (default 3,
+the width of H, as `GatedFusion`).
 """
 from __future__ import annotations
 
@@ -32,9 +33,9 @@ import numpy as np
 
 from glomo_jax.images.data import downsample
 from glomo_jax.images.resnet import resnet
-from glomo_jax.transfer import GraphTransfer, propagated_candidates
+from glomo_jax.transfer.candidates import propagated_candidates
+from glomo_jax.transfer.options import PIXEL_VARIANTS, TransferOptions, check_variant
 
-VARIANTS = ("baseline", "uniform", "glomo")
 # CIFAR-10 training-set channel means and standard deviations (0–1 scale)
 CIFAR_MEAN = np.array([0.4914, 0.4822, 0.4465], np.float32)
 CIFAR_STD = np.array([0.2470, 0.2435, 0.2616], np.float32)
@@ -48,11 +49,8 @@ def normalise(images) -> jax.Array:
 class PixelTransferInput(nn.Module):
   """x = [H ; gated upsampled] (or H for 'baseline'): the ResNet's input
   (module docstring). Fields as `GLoMoResNet`."""
-  glomo: str = "baseline"
-  num_layers: int = 3
-  num_mixtures: int = 2
-  conditioned: bool = True
-  features: int | None = None
+  variant: str = "baseline"
+  transfer: TransferOptions = TransferOptions()
   graph_downsample: int = 1
   graph_chunk: int | None = None
 
@@ -67,26 +65,22 @@ class PixelTransferInput(nn.Module):
     Returns:
       float32 [B, H, W, 3 (+ features)].
     """
-    if self.glomo not in VARIANTS:
-      raise ValueError(f"unknown image transfer variant {self.glomo!r}: {list(VARIANTS)}")
+    check_variant(self.variant, PIXEL_VARIANTS)
     x = normalise(images)
-    if self.glomo == "baseline":
+    if self.variant == "baseline":
       return x
     f = self.graph_downsample
     small = downsample(x, f)
     b, h, w, c = small.shape
     flat = small.reshape(b, h * w, c)
     candidates = None
-    if self.glomo == "glomo" and graph_fn is not None:
+    if self.variant == "glomo" and graph_fn is not None:
       candidates = self._chunked_candidates(downsample(images, f), flat, graph_fn)
-    elif self.glomo == "glomo" and (graphs is None or graphs.shape[-1] != h * w):
+    elif self.variant == "glomo" and (graphs is None or graphs.shape[-1] != h * w):
       raise ValueError(f"'glomo' needs graphs between the {h}×{w} = {h * w} pixels of "
                        f"the images downsampled by {f}, got "
                        f"{None if graphs is None else graphs.shape}")
-    out = GraphTransfer(mode="uniform" if self.glomo == "uniform" else "glomo",
-                        num_layers=self.num_layers, num_mixtures=self.num_mixtures,
-                        conditioned=self.conditioned, features=self.features,
-                        name="transfer")(flat, graphs, None, candidates)
+    out = self.transfer.layer(self.variant)(flat, graphs, None, candidates)
     gated = out[..., c:].reshape(b, h, w, -1)                      # raster t = r·w + c
     gated = jnp.repeat(jnp.repeat(gated, f, axis=1), f, axis=2)
     return jnp.concatenate([x, gated.astype(x.dtype)], axis=-1)
@@ -102,7 +96,7 @@ class PixelTransferInput(nn.Module):
 
     def one(args):
       images, h = args
-      return propagated_candidates(graph_fn(images), h, mask, self.num_layers)
+      return propagated_candidates(graph_fn(images), h, mask, self.transfer.layers_for())
 
     def split(a):   # padded to steps·chunk rows; step i takes rows i, i + steps, …
       a = jnp.pad(a, [(0, steps * chunk - b)] + [(0, 0)] * (a.ndim - 1))
@@ -119,21 +113,17 @@ class GLoMoResNet(nn.Module):
   CIFAR ResNet ('resnet').
 
   Attributes:
-    glomo: 'baseline', 'uniform' or 'glomo'.
+    variant: 'baseline', 'uniform' or 'glomo'.
     depth, width, num_classes: the ResNet (`glomo_jax.images.resnet`).
-    num_layers: L of the predictor ('glomo').
-    num_mixtures, conditioned, features: `GraphTransfer`'s fields.
+    transfer: the GraphTransfer's options (num_layers: L of the predictor).
     graph_downsample: f, the factor between the images and the graphs' pixels.
     graph_chunk: images whose graphs exist at once with a `graph_fn`.
   """
-  glomo: str = "baseline"
+  variant: str = "baseline"
   depth: int = 18
   width: int = 64
   num_classes: int = 10
-  num_layers: int = 3
-  num_mixtures: int = 2
-  conditioned: bool = True
-  features: int | None = None
+  transfer: TransferOptions = TransferOptions()
   graph_downsample: int = 1
   graph_chunk: int | None = None
 
@@ -141,7 +131,6 @@ class GLoMoResNet(nn.Module):
   def __call__(self, images, graphs=None, train: bool = False, graph_fn=None) -> jax.Array:
     """images uint8 [B, H, W, 3]; graphs [B, 2L, K, n, n] or graph_fn for
     'glomo' (`PixelTransferInput`) -> logits float32 [B, num_classes]."""
-    x = PixelTransferInput(self.glomo, self.num_layers, self.num_mixtures,
-                           self.conditioned, self.features, self.graph_downsample,
+    x = PixelTransferInput(self.variant, self.transfer, self.graph_downsample,
                            self.graph_chunk, name="input")(images, graphs, graph_fn)
     return resnet(self.depth, self.num_classes, self.width, name="resnet")(x, train)

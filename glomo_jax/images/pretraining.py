@@ -21,18 +21,20 @@ import jax.numpy as jnp
 import numpy as np
 
 from glomo_jax.config import DictConfig, ModelConfig, from_dict
+from glomo_jax.downstream.batches import ExampleBatches, batch_order, host_rows
 from glomo_jax.images.data import ImageSource, carve_validation, downsample, read_images
 from glomo_jax.models.pixel_glomo import PixelGLoMo
-from glomo_jax.tasks.batching import ExampleBatches, batch_order, host_rows
-from glomo_jax.tasks.transfer_config import record_run_config
 from glomo_jax.train import loop
-from glomo_jax.train.config import LoopConfig
+from glomo_jax.train.config import LoopConfig, LoopOptions
 from glomo_jax.train.optimizer import make_optimizer
+from glomo_jax.train.run_config import record_run_config
 from glomo_jax.train.task import RunContext, RunEval, Task
 
 logger = logging.getLogger("glomo_jax.train")
 
 HELDOUT = "heldout"
+# what a resumed run may change: how long it trains, how often it reports or saves
+RESUMABLE_CHANGES = ("loop.num_steps", "loop.log_every", "loop.checkpoint_every")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -49,10 +51,9 @@ class ImagePretrainConfig(DictConfig):
     batch_size: global images per step.
     optimizer, learning_rate, momentum, clip_norm, weight_decay: as text
       pretraining (`glomo_jax.train.optimizer.make_optimizer`).
-    plateau_patience, plateau_factor, num_steps, log_every, eval_every,
-    eval_batches (0 = every held-out batch), checkpoint_every,
-    keep_checkpoints, seed, mesh_data, mesh_fsdp, compile_fast: see
-    `LoopConfig`.
+    loop: the loop's settings (`LoopOptions`, as text pretraining's).
+    eval_batches: held-out batches of each evaluation (0 = every one).
+    seed: parameters, data order, the subset and the held-out carve.
     export: write the frozen pixel graph predictor to <workdir>/export at the
       end (`glomo_jax.export`, units 'pixels').
   """
@@ -69,38 +70,24 @@ class ImagePretrainConfig(DictConfig):
   momentum: float = 0.0
   clip_norm: float = 1.0
   weight_decay: float = 0.0
-  plateau_patience: int = 3
-  plateau_factor: float = 0.5
-  num_steps: int = 1000
-  log_every: int = 10
-  eval_every: int = 200
+  loop: LoopOptions = LoopOptions()
   eval_batches: int = 20
-  checkpoint_every: int = 200
-  keep_checkpoints: int = 3
   seed: int = 0
-  mesh_data: int = -1
-  mesh_fsdp: int = 1
-  compile_fast: bool = False
   export: bool = True
 
   def __post_init__(self):
-    for name, kind in (("model", ModelConfig), ("images", ImageSource)):
+    for name, kind in (("model", ModelConfig), ("images", ImageSource),
+                       ("loop", LoopOptions)):
       if isinstance(getattr(self, name), Mapping):
         object.__setattr__(self, name, from_dict(kind, getattr(self, name)))
-    for name in ("batch_size", "num_steps", "log_every", "eval_every", "checkpoint_every",
-                 "keep_checkpoints", "downsample", "heldout_images"):
+    for name in ("batch_size", "downsample", "heldout_images"):
       if getattr(self, name) < 1:
         raise ValueError(f"ImagePretrainConfig.{name} must be >= 1, got "
                          f"{getattr(self, name)}")
 
   def loop_config(self, **changes) -> LoopConfig:
-    return dataclasses.replace(LoopConfig(
-        num_steps=self.num_steps, log_every=self.log_every, eval_every=self.eval_every,
-        checkpoint_every=self.checkpoint_every, keep_checkpoints=self.keep_checkpoints,
-        seed=self.seed, mesh_data=self.mesh_data, mesh_fsdp=self.mesh_fsdp,
-        select_metric=f"{HELDOUT}/loss", select_mode="min",
-        plateau_patience=self.plateau_patience, plateau_factor=self.plateau_factor,
-        compile_fast=self.compile_fast), **changes)
+    return self.loop.loop_config(**{"seed": self.seed, "select_metric": f"{HELDOUT}/loss",
+                                    "select_mode": "min", **changes})
 
 
 def load_pretraining_images(config: ImagePretrainConfig):
@@ -154,8 +141,8 @@ class PixelPretrainingTask(Task):
 
   def optimizer(self):
     c = self.config
-    return make_optimizer(c.optimizer, c.learning_rate, c.momentum, c.clip_norm,
-                          weight_decay=c.weight_decay)
+    return make_optimizer(c.optimizer, c.learning_rate, momentum=c.momentum,
+                          clip_norm=c.clip_norm, weight_decay=c.weight_decay)
 
   def loss(self, variables, batch, rngs):
     (loss, metrics), updates = self.model.apply(
@@ -193,7 +180,7 @@ class PixelPretrainingTask(Task):
     return {"loss": loss, "bits_per_value": loss / np.log(2.0), "values": values}
 
   def on_start(self, ctx: RunContext) -> None:
-    record_run_config(ctx, self.config.to_dict())
+    record_run_config(ctx, self.config.to_dict(), RESUMABLE_CHANGES)
 
   def on_end(self, ctx: RunContext) -> dict:
     if not self.config.export:

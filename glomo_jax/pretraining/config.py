@@ -10,10 +10,11 @@ from __future__ import annotations
 import dataclasses
 from typing import Mapping
 
-from glomo_jax.config import DictConfig, ModelConfig
+from glomo_jax.config import DictConfig, ModelConfig, from_dict
 from glomo_jax.data.corpus import CorpusSpec
 from glomo_jax.pretraining.fixed_graphs import SOURCES as GRAPH_SOURCES
-from glomo_jax.train.config import LoopConfig
+from glomo_jax.train.config import LoopConfig, LoopOptions
+from glomo_jax.train.optimizer import make_optimizer
 
 OPTIMIZERS = ("sgd", "adam")
 
@@ -35,13 +36,15 @@ class PretrainConfig(DictConfig):
     batch_size: global windows per step [32]. bptt: window length [200].
     shift: distance between window starts [100].
     optimizer: 'sgd' [authors] or 'adam'. learning_rate [8.0], momentum [0.2],
-      clip_norm: global gradient norm [0.25]; weight_decay (adam only).
-    plateau_patience: evaluations without a better held-out loss before the
-      learning rate is multiplied by plateau_factor [3, 0.5]; 0 disables.
-    num_steps, log_every, eval_every, eval_batches (0 = the whole held-out
-      split), checkpoint_every, keep_checkpoints: see `LoopConfig`.
+      clip_norm: global gradient norm [0.25]; weight_decay (adam only: AdamW).
+    loop: the loop's settings (`LoopOptions`): num_steps, log_every,
+      eval_every, checkpoint_every, keep_checkpoints, the plateau rule
+      (plateau_patience evaluations without a better held-out loss multiply
+      the learning rate by plateau_factor [3, 0.5]; 0 disables), the mesh
+      (mesh_data, mesh_fsdp; -1 = all remaining devices) and compile_fast
+      (cheap XLA compiles: CPU smoke runs, the `tiny` presets).
+    eval_batches: held-out batches of each evaluation (0 = the whole split).
     seed: parameters, sampled positions and data order.
-    mesh_data, mesh_fsdp: mesh shape; -1 = all remaining devices.
     graph_source: where the feature predictors' graphs come from:
       'predicted' (the graph predictor: GLoMo) or a fixed graph that measures
       what the objective rewards ('uniform', 'previous', 'planted' on the
@@ -49,7 +52,6 @@ class PretrainConfig(DictConfig):
       `glomo_jax.pretraining.fixed_graphs`).
     graph_export: the export directory of graph_source='export'.
     export: write the frozen graph predictor to <workdir>/export at the end.
-    compile_fast: cheap XLA compiles (CPU smoke runs: the `tiny` presets).
   """
   model: ModelConfig = ModelConfig()
   corpus: CorpusSpec = CorpusSpec()
@@ -66,27 +68,20 @@ class PretrainConfig(DictConfig):
   momentum: float = 0.2
   clip_norm: float = 0.25
   weight_decay: float = 0.0
-  plateau_patience: int = 3
-  plateau_factor: float = 0.5
-  num_steps: int = 1000
-  log_every: int = 10
-  eval_every: int = 200
+  loop: LoopOptions = LoopOptions()
   eval_batches: int = 20
-  checkpoint_every: int = 200
-  keep_checkpoints: int = 3
   seed: int = 0
   graph_source: str = "predicted"
   graph_export: str | None = None
-  mesh_data: int = -1
-  mesh_fsdp: int = 1
   export: bool = True
-  compile_fast: bool = False
 
   def __post_init__(self):
     if isinstance(self.model, Mapping):
       object.__setattr__(self, "model", ModelConfig.from_dict(self.model))
     if isinstance(self.corpus, Mapping):
       object.__setattr__(self, "corpus", CorpusSpec.from_dict(self.corpus))
+    if isinstance(self.loop, Mapping):
+      object.__setattr__(self, "loop", from_dict(LoopOptions, self.loop, "PretrainConfig.loop"))
     if self.graph_source not in GRAPH_SOURCES:
       raise ValueError(f"graph_source {self.graph_source!r} is not one of {list(GRAPH_SOURCES)}")
     if (self.graph_source == "export") != bool(self.graph_export):
@@ -98,8 +93,10 @@ class PretrainConfig(DictConfig):
       raise ValueError("fixed graphs need the context objective")
     if self.optimizer not in OPTIMIZERS:
       raise ValueError(f"optimizer {self.optimizer!r} is not one of {list(OPTIMIZERS)}")
-    for name in ("batch_size", "bptt", "shift", "num_steps", "log_every", "eval_every",
-                 "checkpoint_every", "keep_checkpoints", "vocab_size"):
+    if self.weight_decay and self.optimizer != "adam":
+      raise ValueError("weight_decay is AdamW's (optimizer 'adam'); optimizer "
+                       f"{self.optimizer!r} takes none")
+    for name in ("batch_size", "bptt", "shift", "vocab_size"):
       if getattr(self, name) < 1:
         raise ValueError(f"PretrainConfig.{name} must be >= 1, got {getattr(self, name)}")
     if self.bptt <= self.model.context_length:
@@ -118,10 +115,12 @@ class PretrainConfig(DictConfig):
     """The loop's settings: evaluation on the held-out split (if any) ranks
     steps by its loss and drives the plateau rule."""
     heldout = self.heldout_fraction > 0
-    return dataclasses.replace(LoopConfig(
-        num_steps=self.num_steps, log_every=self.log_every, eval_every=self.eval_every,
-        checkpoint_every=self.checkpoint_every, keep_checkpoints=self.keep_checkpoints,
-        seed=self.seed, mesh_data=self.mesh_data, mesh_fsdp=self.mesh_fsdp,
-        select_metric="heldout/loss" if heldout else None, select_mode="min",
-        plateau_patience=self.plateau_patience if heldout else 0,
-        plateau_factor=self.plateau_factor, compile_fast=self.compile_fast), **changes)
+    return self.loop.loop_config(**{
+        "seed": self.seed, "select_metric": "heldout/loss" if heldout else None,
+        "select_mode": "min",
+        "plateau_patience": self.loop.plateau_patience if heldout else 0, **changes})
+
+  def build_optimizer(self):
+    """The run's optimiser (`glomo_jax.train.optimizer.make_optimizer`)."""
+    return make_optimizer(self.optimizer, self.learning_rate, momentum=self.momentum,
+                          clip_norm=self.clip_norm, weight_decay=self.weight_decay)

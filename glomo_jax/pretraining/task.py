@@ -34,14 +34,13 @@ from glomo_jax.pretraining.config import PretrainConfig
 from glomo_jax.pretraining.fixed_graphs import fixed_graph_fn
 from glomo_jax.pretraining.objective import GLoMoObjective
 from glomo_jax.train import loop
-from glomo_jax.train.optimizer import make_optimizer
+from glomo_jax.train.run_config import CONFIG_FILE
 from glomo_jax.train.task import RunContext, RunEval, Task
 from glomo_jax.train.workdir import holding_workdir
 
 logger = logging.getLogger("glomo_jax.train")
 
 TOKENIZER_FILE = "tokenizer.model"
-CONFIG_FILE = "config.json"
 ARC_FILE = "arc_scores.json"
 HELDOUT = "heldout"
 
@@ -128,8 +127,7 @@ class PretrainingTask(GLoMoObjective, Task):
     self.arcs_in_batch = config.graph_source == "planted"
     model = config.model
     super().__init__(model.replace(vocab_size=self.tokenizer.vocab_size), config.bptt,
-                     make_optimizer(config.optimizer, config.learning_rate, config.momentum,
-                                    config.clip_norm, weight_decay=config.weight_decay),
+                     config.build_optimizer(),
                      split_batch_scores=split_batch_scores, with_graphs=self.has_arcs,
                      fixed_graphs=fixed_graph_fn(
                          config.graph_source, model.num_graph_layers, model.num_heads,

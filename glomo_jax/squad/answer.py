@@ -16,14 +16,14 @@ from typing import NamedTuple
 import jax
 import numpy as np
 
+from glomo_jax.downstream.run import RESULTS_FILE, load_predictor
 from glomo_jax.squad.batching import make_squad_batch
 from glomo_jax.squad.config import SquadConfig
 from glomo_jax.squad.data import Paragraph, Question, SquadSplit
-from glomo_jax.squad.run import (CHARS_FILE, RESULTS_FILE, VOCAB_FILE, build_reader,
-                                 squad_graphs)
+from glomo_jax.squad.run import CHARS_FILE, VOCAB_FILE, build_reader, squad_graphs
 from glomo_jax.squad.spans import best_span
-from glomo_jax.tasks.transfer_config import CONFIG_FILE
 from glomo_jax.tasks.words import Vocabulary, tokenize_with_offsets
+from glomo_jax.train.run_config import CONFIG_FILE
 
 
 class Answer(NamedTuple):
@@ -59,8 +59,7 @@ class Answerer:
     self.predictor = None
     layers = None
     if self.config.reads_graphs:
-      from glomo_jax.export import load_graph_predictor  # noqa: PLC0415
-      self.predictor = load_graph_predictor(self.config.predictor_export)
+      self.predictor = load_predictor(self.config.predictor_export)
       layers = self.predictor.config.num_graph_layers
     self.model = build_reader(self.config, len(self.vocab), len(self.chars),
                               predictor_layers=layers)

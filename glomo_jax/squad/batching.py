@@ -24,7 +24,7 @@ def padded_length(longest: int, multiple: int, cap: int | None) -> int:
   return length if cap is None else max(max(1, longest), min(length, cap))
 
 
-def encode_texts(words: Sequence[Sequence[str]], tokens: Sequence[Sequence[str]],
+def word_and_char_ids(words: Sequence[Sequence[str]], tokens: Sequence[Sequence[str]],
                  vocab: Vocabulary, chars: Vocabulary, length: int, max_word_chars: int
                  ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
   """ids int32 [B, length], mask bool [B, length], char ids int32 [B, length,
@@ -70,7 +70,7 @@ def make_squad_batch(split: SquadSplit, indices: Sequence[int], vocab: Vocabular
   for field, (words, tokens, cap) in texts.items():
     longest = max(map(len, words), default=0)
     length = padded_length(longest if cap is None else min(longest, cap), length_multiple, cap)
-    batch[field], batch[field + "_mask"], batch[field + "_chars"] = encode_texts(
+    batch[field], batch[field + "_mask"], batch[field + "_chars"] = word_and_char_ids(
         words + [[]] * pad, tokens + [[]] * pad, vocab, chars, length, max_word_chars)
   tc = batch["context"].shape[1]
   inside = [q.span is not None and q.span[1] < tc for q in questions]

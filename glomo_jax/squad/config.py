@@ -8,9 +8,9 @@ from __future__ import annotations
 
 import dataclasses
 
-from glomo_jax.config import DictConfig
-from glomo_jax.tasks.transfer_config import (GRAPH_VARIANTS, VARIANTS, OptimOptions,
-                                             TfdsOptions, check_graph_apply, check_optim)
+from glomo_jax.downstream.config import DownstreamConfig
+from glomo_jax.downstream.options import TfdsOptions
+from glomo_jax.transfer.options import TransferOptions
 
 SOURCES = ("files", "tfds")
 
@@ -25,10 +25,9 @@ class SquadFiles:
 
 @dataclasses.dataclass(frozen=True)
 class ReaderOptions:
-  """`glomo_jax.squad.model.SquadReader`'s fields (defaults: document-qa).
-
-  transfer_layers: None = the predictor's L (3 for 'uniform'); graph_apply:
-  `GraphTransfer.apply_as` ('auto', 'candidates' or 'mixtures')."""
+  """`glomo_jax.squad.model.SquadReader`'s fields (defaults: document-qa);
+  transfer: the graph transfer's options (its num_layers: None = the
+  predictor's L, 3 for 'uniform')."""
   embed_dim: int = 100
   oov_scale: float = 0.1
   glove_scale: float = 1.0
@@ -38,16 +37,14 @@ class ReaderOptions:
   hidden: int = 100
   dense: int = 200
   dropout_rate: float = 0.2
-  transfer_layers: int | None = None
-  num_mixtures: int = 2
-  conditioned: bool = True
-  transfer_features: int | None = None
-  graph_apply: str = "auto"
+  transfer: TransferOptions = TransferOptions()
 
 
 @dataclasses.dataclass(frozen=True)
-class SquadConfig(DictConfig):
-  """One SQuAD run: data, word vectors, graph source, reader, training.
+class SquadConfig(DownstreamConfig):
+  """One SQuAD run: data, word vectors, graph source, reader, training; and
+  `DownstreamConfig`'s fields (variant, predictor_export, optim, seed,
+  data_seed, mesh_data, compile_fast).
 
   Attributes:
     source: 'files' or 'tfds' (`squad/v1.1`: train / validation as dev).
@@ -56,7 +53,6 @@ class SquadConfig(DictConfig):
       articles until it holds this many questions.
     max_train_questions: whole training paragraphs (seeded) up to this many
       questions (None: all). max_dev_questions: the same for dev.
-    data_seed: the carve, subsets and random word vectors.
     glove_path: GloVe text file (None: random word vectors); the table is fixed.
     min_count: training words seen fewer times map to <unk> (words of any
       split that GloVe has are always in the vocabulary).
@@ -69,16 +65,12 @@ class SquadConfig(DictConfig):
     bucket_batches: length-bucketing window in batches (`batch_order`).
     max_span: most words in a predicted answer (document-qa 17).
     model: the reader's fields.
-    variant: 'baseline', 'embeddings', 'rnn' or 'uniform'.
-    predictor_export, graph_cache_dir, graph_cache_dtype, graph_batch_size,
+    graph_cache_dir, graph_cache_dtype, graph_batch_size,
       graph_self_loops, graph_text: the graph source (as in TransferConfig);
       graphs are computed per paragraph and per question, by default from
       the passage and question texts as written ('raw'; 'words': the
       lower-cased words joined by spaces). graphs_on_the_fly: no disk cache; each
       batch's graphs are computed by the predictor (each of its paragraphs once).
-    optim: optimiser and training length.
-    seed: initialisation, dropout and shuffling.
-    mesh_data: data-parallel devices (-1: all). compile_fast: cheap XLA compiles.
   """
   source: str = "files"
   files: SquadFiles = SquadFiles()
@@ -86,7 +78,6 @@ class SquadConfig(DictConfig):
   val_questions: int = 1000
   max_train_questions: int | None = None
   max_dev_questions: int | None = None
-  data_seed: int = 0
   glove_path: str | None = None
   min_count: int = 1
   char_min_count: int = 1
@@ -97,40 +88,23 @@ class SquadConfig(DictConfig):
   bucket_batches: int = 0
   max_span: int = 17
   model: ReaderOptions = ReaderOptions()
-  variant: str = "baseline"
-  predictor_export: str | None = None
   graph_cache_dir: str | None = None
   graph_cache_dtype: str = "float16"
   graph_batch_size: int = 8
   graph_self_loops: bool = False
   graph_text: str = "raw"
   graphs_on_the_fly: bool = False
-  optim: OptimOptions = OptimOptions()
-  seed: int = 0
-  mesh_data: int = -1
-  compile_fast: bool = False
-
-  @property
-  def glomo(self) -> str:
-    return VARIANTS[self.variant]
-
-  @property
-  def reads_graphs(self) -> bool:
-    return self.variant in GRAPH_VARIANTS
 
   def check(self) -> None:
     """Raises ValueError naming what cannot work, and how to fix it."""
-    if self.variant not in VARIANTS:
-      raise ValueError(f"unknown variant {self.variant!r}: one of {list(VARIANTS)}")
+    super().check()
     if self.source not in SOURCES:
       raise ValueError(f"unknown source {self.source!r}: one of {list(SOURCES)}")
-    check_graph_apply(self.model.graph_apply)
+    self.model.transfer.check("model.transfer")
     if self.source == "files" and not self.files.train:
       raise ValueError("source='files' needs --config.files.train=PATH (SQuAD JSON, e.g. "
                        "../shared/data/squad_v1.1/squad_train-v1.1_rebuilt.json.xz)")
-    if self.reads_graphs and not self.predictor_export:
-      raise ValueError(f"variant {self.variant!r} needs --config.predictor_export=DIR "
-                       "(an export of experiments.pretrain / experiments.export)")
+    self.check_predictor()
     if self.graph_text not in ("raw", "words"):
       raise ValueError(f"unknown graph_text {self.graph_text!r}: 'raw' or 'words'")
     for name in ("max_span", "max_word_chars", "length_multiple", "graph_batch_size"):
@@ -143,4 +117,3 @@ class SquadConfig(DictConfig):
                  "max_dev_questions"):
       if getattr(self, name) is not None and getattr(self, name) < 1:
         raise ValueError(f"{name} must be >= 1 or None, got {getattr(self, name)}")
-    check_optim(self.optim)

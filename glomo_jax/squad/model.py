@@ -6,13 +6,13 @@ transfer variants.
 For a passage c (Tc words) and a question q (Tq words); d = 2·hidden:
 
   words        e = [GloVe(w) (fixed) ; CharCNN(chars of w)]       [B, T, E + F]
-  (glomo 'embeddings' / 'uniform': e = [GloVe(w) ; CharCNN ; gated], where
+  (variants 'embeddings' / 'uniform': e = [GloVe(w) ; CharCNN ; gated], where
    [GloVe ; gated] = GraphTransfer(GloVe): the graphs mix the word vectors
    alone, as in the authors' reader (squad/model_t.py: `context_word` is
    mixed, gated and then joined by `context_ch`))          [B, T, E + F + E']
-  (E' = transfer_features, default E)
+  (E' = transfer.features, default E)
   encoding     c̄, q̄ = vdrop(BiGRU(vdrop(e))), one GRU for both texts [B, T, d]
-  (glomo 'rnn': c̄ = vdrop(GraphTransfer(BiGRU(vdrop(e)))) = [c̄ ; gated], q̄ likewise)
+  (variant 'rnn': c̄ = vdrop(GraphTransfer(BiGRU(vdrop(e)))) = [c̄ ; gated], q̄ likewise)
   bi-attention s_ij = w1·c̄_i + w2·q̄_j + w3·(c̄_i ⊙ q̄_j) + b         [B, Tc, Tq]
                c2q_i = Σ_j softmax_j(s_ij) q̄_j
                q2c = Σ_i softmax_i(max_j s_ij) c̄_i                (one vector)
@@ -47,6 +47,7 @@ import jax
 import jax.numpy as jnp
 
 from glomo_jax.tasks import layers
+from glomo_jax.transfer.options import TEXT_VARIANTS, TransferOptions, check_variant
 
 NEG = -1e30
 
@@ -107,9 +108,8 @@ class SquadReader(nn.Module):
     num_chars, char_dim, char_filters, char_width: CharCNN.
     hidden: GRU width per direction (document-qa 100). dense: the ReLU
       layers' width (200). dropout_rate: variational dropout (0.2).
-    glomo: 'none', 'embeddings', 'rnn' or 'uniform'.
-    transfer_layers, num_mixtures, conditioned, transfer_features, graph_apply:
-      GraphTransfer's fields (graph_apply is its apply_as).
+    variant: 'baseline', 'embeddings', 'rnn' or 'uniform'.
+    transfer: the GraphTransfer's options.
   """
   vocab_size: int
   num_chars: int
@@ -121,12 +121,8 @@ class SquadReader(nn.Module):
   hidden: int = 100
   dense: int = 200
   dropout_rate: float = 0.2
-  glomo: str = "none"
-  transfer_layers: int = 3
-  num_mixtures: int = 2
-  conditioned: bool = True
-  transfer_features: int | None = None
-  graph_apply: str = "auto"
+  variant: str = "baseline"
+  transfer: TransferOptions = TransferOptions()
 
   @nn.compact
   def __call__(self, context, context_mask, context_chars, question, question_mask,
@@ -139,14 +135,13 @@ class SquadReader(nn.Module):
         context_chars: int [B, Tc, C] character ids.
       question, question_mask, question_chars: the same for [B, Tq].
       context_graphs: float [B, 2L, K, Tc, Tc] ([.., target, source]);
-        question_graphs: [B, 2L, K, Tq, Tq]: for glomo 'embeddings' / 'rnn'.
+        question_graphs: [B, 2L, K, Tq, Tq]: for variants 'embeddings' / 'rnn'.
       train: dropout on (needs a 'dropout' rng).
 
     Returns:
       (start, end) float32 [B, Tc]; -1e30 at padding.
     """
-    if self.glomo not in layers.GLOMO_MODES:
-      raise ValueError(f"unknown glomo variant {self.glomo!r}: {layers.GLOMO_MODES}")
+    check_variant(self.variant, TEXT_VARIANTS)
     cm, qm = context_mask.astype(bool), question_mask.astype(bool)
     batch, tc, tq = context.shape[0], context.shape[1], question.shape[1]
     length = max(tc, tq)
@@ -159,15 +154,11 @@ class SquadReader(nn.Module):
     vdrop = lambda x: nn.Dropout(self.dropout_rate, broadcast_dims=(1,),  # noqa: E731
                                  deterministic=not train)(x)
     graphs = (None, None)
-    if self.glomo in ("embeddings", "rnn"):
-      layers.check_graphs(context_graphs, cm, self.transfer_layers, "context")
-      layers.check_graphs(question_graphs, qm, self.transfer_layers, "question")
+    if self.variant in ("embeddings", "rnn"):
+      layers.check_graphs(context_graphs, cm, self.transfer.layers_for(), "context")
+      layers.check_graphs(question_graphs, qm, self.transfer.layers_for(), "question")
       graphs = context_graphs, question_graphs
-    transfer = None if self.glomo == "none" else layers.graph_transfer(
-        "uniform" if self.glomo == "uniform" else "glomo", num_layers=self.transfer_layers,
-        num_mixtures=self.num_mixtures, conditioned=self.conditioned,
-        features=self.transfer_features, dropout_rate=self.dropout_rate,
-        apply_as=self.graph_apply, name="transfer")
+    transfer = self.transfer.layer(self.variant, self.dropout_rate)
 
     def transferred(x):  # one transfer, called on each text at its own length
       return pair(transfer(x[:batch, :tc], graphs[0], cm, train=train),
@@ -179,10 +170,10 @@ class SquadReader(nn.Module):
                     self.dropout_rate, name="chars")(pair(context_chars, question_chars),
                                                      train=train)
     x = jnp.concatenate([words, chars], axis=-1) * f2
-    if self.glomo in ("embeddings", "uniform"):  # [words ; chars ; gated(words)]
+    if self.variant in ("embeddings", "uniform"):  # [words ; chars ; gated(words)]
       x = jnp.concatenate([x, transferred(words * f2)[..., self.embed_dim:]], axis=-1)
     x = layers.BiRNN(self.hidden, "gru", name="encoder")(vdrop(x), mask2)
-    if self.glomo == "rnn":
+    if self.variant == "rnn":
       x = transferred(x)
     x = vdrop(x)
     c, q = x[:batch, :tc], x[batch:, :tq]

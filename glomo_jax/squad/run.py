@@ -19,24 +19,23 @@ from typing import Any
 import jax
 import numpy as np
 
-from glomo_jax.io import write_json
+from glomo_jax.downstream.run import load_predictor, train_and_report
+from glomo_jax.downstream.task import VALIDATION
 from glomo_jax.squad.config import SquadConfig
 from glomo_jax.squad.data import (SquadSplit, carve_validation, paragraph_subset,
                                   read_squad_json, read_squad_tfds)
 from glomo_jax.squad.model import SquadReader
-from glomo_jax.squad.task import DEV, VALIDATION, SquadTask
+from glomo_jax.squad.task import DEV, SquadTask
 from glomo_jax.tasks.glove import embedding_matrix, read_glove
 from glomo_jax.tasks.graphs import OnTheFlyGraphs, TaskGraphs
 from glomo_jax.tasks.layers import embedding_initializer
-from glomo_jax.tasks.transfer_config import transfer_layers
 from glomo_jax.tasks.words import Vocabulary
-from glomo_jax.train import loop
 from glomo_jax.train.workdir import holding_workdir
 from glomo_jax.transfer.cache import cached_word_graphs
 
 logger = logging.getLogger("glomo_jax.squad")
 
-RESULTS_FILE, VOCAB_FILE, CHARS_FILE = "results.json", "vocab.json", "chars.json"
+VOCAB_FILE, CHARS_FILE = "vocab.json", "chars.json"
 
 
 def load_squad(config: SquadConfig) -> tuple[dict[str, SquadSplit], dict[str, Any]]:
@@ -147,12 +146,8 @@ def build_reader(config: SquadConfig, vocab_size: int, num_chars: int, table=Non
   return SquadReader(vocab_size=vocab_size, num_chars=num_chars, embed_dim=m.embed_dim,
                      char_dim=m.char_dim, char_filters=m.char_filters,
                      char_width=m.char_width, hidden=m.hidden, dense=m.dense,
-                     dropout_rate=m.dropout_rate, glomo=config.glomo,
-                     transfer_layers=transfer_layers(m.transfer_layers, predictor_layers),
-                     num_mixtures=m.num_mixtures,
-                     conditioned=m.conditioned, transfer_features=m.transfer_features,
-                     graph_apply=m.graph_apply,
-                     **extra)
+                     dropout_rate=m.dropout_rate, variant=config.variant,
+                     transfer=m.transfer.for_predictor(predictor_layers), **extra)
 
 
 @holding_workdir
@@ -178,8 +173,7 @@ def run_squad(config: SquadConfig, workdir: str, *, devices=None,
   predictor = graphs = None
   graph_seconds = 0.0
   if config.reads_graphs:
-    from glomo_jax.export import load_graph_predictor  # noqa: PLC0415
-    predictor = load_graph_predictor(config.predictor_export)
+    predictor = load_predictor(config.predictor_export)
     root = config.graph_cache_dir or os.path.join(workdir, "graph_cache")
     t0 = time.time()
     graphs = squad_graphs(root, predictor, splits, config)
@@ -190,28 +184,14 @@ def run_squad(config: SquadConfig, workdir: str, *, devices=None,
   model = build_reader(config, len(vocab), len(chars), table,
                        predictor.config.num_graph_layers if predictor is not None else None)
   task = SquadTask(model, splits, vocab, chars, config, graphs)
-  summary = loop.run(task, task.loop_config(compilation_cache_dir=compilation_cache_dir),
-                     workdir, devices=devices)
-  if summary["preempted"]:
-    return {"preempted": True, "step": summary["step"]}
-  scores = summary["results"]
-  trained = summary["step"] * config.optim.batch_size
-  results = {
-      "variant": config.variant, "seed": config.seed,
-      "validation": scores.get(VALIDATION), "dev": scores.get(DEV),
-      "best_step": summary["best"].get("step"), "steps": summary["step"],
-      "stopped_early": summary["stopped_early"],
-      "train_time_s": summary["train_seconds"],
-      # with compiles and evaluations; benchmarks/squad_speed.py times the steps alone
-      "train_questions_per_s": trained / max(summary["train_seconds"], 1e-9),
-      "graph_cache_s": graph_seconds, "wall_time_s": time.time() - start,
-      **report, "vocabulary": len(vocab), "characters": len(chars), "glove": str(coverage),
-      "predictor": predictor.directory if predictor is not None else None,
-      "curves": [{"step": e["step"], "train_loss": e["train"].get("loss"),
-                  "exact_match": e[VALIDATION]["exact_match"], "f1": e[VALIDATION]["f1"]}
-                 for e in summary["history"]],
-      "config": config.to_dict()}
-  if jax.process_index() == 0:
-    write_json(os.path.join(workdir, RESULTS_FILE), results)
-  logger.info("results: %s", {k: v for k, v in results.items() if k not in ("curves", "config")})
-  return results
+
+  def scores(summary: dict) -> dict:
+    trained = summary["step"] * config.optim.batch_size
+    return {"validation": summary["results"].get(VALIDATION),
+            "dev": summary["results"].get(DEV),
+            # with compiles and evaluations; benchmarks/squad_speed.py times the steps alone
+            "train_questions_per_s": trained / max(summary["train_seconds"], 1e-9),
+            "graph_cache_s": graph_seconds, **report, "vocabulary": len(vocab),
+            "characters": len(chars), "glove": str(coverage)}
+  return train_and_report(task, workdir, scores, start=start, predictor=predictor,
+                          devices=devices, compilation_cache_dir=compilation_cache_dir)

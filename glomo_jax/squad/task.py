@@ -1,11 +1,11 @@
-"""SQuAD as a task of the training loop.
+"""SQuAD as a downstream task (`glomo_jax.downstream.DownstreamTask`).
 
 Training minimises the cross-entropy of the first answer's start word plus
 that of its end word (softmaxes over the passage's real words), with the
 configured optimiser. Every `eval_every` steps the validation questions are
 answered (`spans.best_span`: the best span of at most `max_span` words) and
 scored with the official metrics; validation F1 selects the best variables,
-which answer the dev questions at the end. Each evaluation writes its
+which answer the validation and dev questions at the end. Each evaluation writes its
 answers as `<workdir>/predictions/<split>.json`, and the final dev answers
 as `<workdir>/predictions.json` ({question id: answer text}: the file the
 official evaluate-v1.1.py reads).
@@ -21,25 +21,24 @@ import jax.numpy as jnp
 import numpy as np
 import optax
 
+from glomo_jax.downstream.batches import host_rows
+from glomo_jax.downstream.task import VALIDATION, DownstreamTask
 from glomo_jax.io import write_json
 from glomo_jax.squad.batching import make_squad_batch
 from glomo_jax.squad.config import SquadConfig
 from glomo_jax.squad.data import SquadSplit
 from glomo_jax.squad.metrics import squad_scores
 from glomo_jax.squad.spans import best_span
-from glomo_jax.tasks.batching import ExampleBatches, host_rows
 from glomo_jax.tasks.graphs import OnTheFlyGraphs, TaskGraphs
-from glomo_jax.tasks.transfer_config import loop_values, make_optimizer, record_run_config
 from glomo_jax.tasks.words import Vocabulary
-from glomo_jax.train.config import LoopConfig
-from glomo_jax.train.task import RunContext, RunEval, Task
+from glomo_jax.train.task import RunContext, RunEval
 
-VALIDATION, DEV = "validation", "dev"
+DEV = "dev"
 PREDICTIONS_FILE = "predictions.json"
 TEXTS = ("context", "question")
 
 
-class SquadTask(Task):
+class SquadTask(DownstreamTask):
   """A SquadReader trained on splits['train'] (module docstring).
 
   Args:
@@ -52,38 +51,25 @@ class SquadTask(Task):
       'question' (by question): `TaskGraphs` (disk caches) or
       `OnTheFlyGraphs`; required iff the model reads graphs.
   """
-  rng_streams = ("dropout",)
-  eval_splits = (VALIDATION,)
+  select_metric = "f1"
   log_metrics = ("loss", "start_accuracy", "end_accuracy", "exact_match", "f1")
 
   def __init__(self, model, splits: Mapping[str, SquadSplit], vocab: Vocabulary,
                chars: Vocabulary, config: SquadConfig,
                graphs: TaskGraphs | OnTheFlyGraphs | None = None):
-    reads_graphs = model.glomo in ("embeddings", "rnn")
+    reads_graphs = model.variant in ("embeddings", "rnn")
     if reads_graphs and graphs is None:
-      raise ValueError(f"model variant glomo={model.glomo!r} reads predictor graphs: "
+      raise ValueError(f"model variant {model.variant!r} reads predictor graphs: "
                        "pass the paragraphs' and questions' graphs (TaskGraphs)")
     self.model, self.splits, self.vocab, self.chars = model, dict(splits), vocab, chars
-    self.config, self.graphs = config, graphs if reads_graphs else None
-    self.batch_size = config.optim.batch_size
-    self.eval_batch_size = config.optim.eval_batch_size or 2 * self.batch_size
-    self.process = (jax.process_index(), jax.process_count())
+    self.graphs = graphs if reads_graphs else None
     self.workdir: str | None = None
     self.is_main = jax.process_index() == 0
     self.predictions: dict[str, dict[str, str]] = {}
-    self.batches = ExampleBatches(self.splits["train"], self.batch_size,
-                                  functools.partial(self.device_batch, "train",
-                                                    batch_size=self.batch_size),
-                                  seed=config.seed, bucket_batches=config.bucket_batches)
-
-  def loop_config(self, **changes) -> LoopConfig:
-    """Training length and evaluations from `config.optim` (one epoch = the
-    training questions' full batches)."""
-    c = self.config
-    values = dict(loop_values(c.optim, self.batches.batches_per_epoch, f"{VALIDATION}/f1"),
-                  seed=c.seed, mesh_data=c.mesh_data, compile_fast=c.compile_fast)
-    values.update(changes)
-    return LoopConfig(**values)
+    super().__init__(config, self.splits["train"],
+                     functools.partial(self.device_batch, "train",
+                                       batch_size=config.optim.batch_size),
+                     bucket_batches=config.bucket_batches)
 
   # ---- batches ----------------------------------------------------------------
   def device_batch(self, split: str, indices, batch_size: int | None = None) -> dict:
@@ -104,9 +90,6 @@ class SquadTask(Task):
                                                  batch[f].shape[1])
     return batch
 
-  def train_batches(self):
-    return self.batches
-
   def _logits(self, params, batch: dict, train: bool, rngs=None):
     inputs = {k: v for k, v in batch.items() if k not in ("start", "end", "weight", "index")}
     return self.model.apply({"params": params}, **inputs, train=train, rngs=rngs)
@@ -120,9 +103,6 @@ class SquadTask(Task):
       if self.graphs is not None:
         inputs[f + "_graphs"] = jnp.zeros((1,) + self.graphs.graph_prefix + (2, 2))
     return self.model.init({"params": rng}, **inputs, train=False)
-
-  def optimizer(self):
-    return make_optimizer(self.config.optim)
 
   def loss(self, variables, batch, rngs):
     start, end = self._logits(variables["params"], batch, True, rngs)
@@ -172,10 +152,14 @@ class SquadTask(Task):
     return {"exact_match": scores["exact_match"], "f1": scores["f1"]}
 
   # ---- hooks ------------------------------------------------------------------
+  def curve(self, entry: dict) -> dict:
+    return {"step": entry["step"], "train_loss": entry["train"].get("loss"),
+            "exact_match": entry[VALIDATION]["exact_match"], "f1": entry[VALIDATION]["f1"]}
+
   def on_start(self, ctx: RunContext) -> None:
     """Records the config (a resumed run must have the same one)."""
     self.workdir = ctx.workdir
-    record_run_config(ctx, self.config.to_dict())
+    super().on_start(ctx)
 
   def on_end(self, ctx: RunContext) -> dict:
     """{'results': {split: {exact_match, f1}}} of the best

@@ -1,37 +1,39 @@
-"""Downstream tasks of the GLoMo paper (§3): IMDB sentiment and NLI (MNLI, SNLI),
-and agreement judgements on the built-in synthetic language (no download).
+"""Text classification tasks of the GLoMo paper (§3): IMDB sentiment and NLI
+(MNLI, SNLI), SST-2 sentiment, and agreement judgements on the built-in
+synthetic language (no download); task definitions on `glomo_jax.downstream`.
 
 * `words`: word tokenizer and Vocabulary (pad 0, unk 1).
 * `glove`: GloVe text files → embedding matrix of a Vocabulary.
-* `datasets`: TFDS / JSON-lines readers, validation split, TaskData.
-* `batching`: padded batches and the resumable training iterator.
+* `datasets`: TFDS / JSON-lines / TSV readers, validation split, TaskData.
+* `batching`: padded batches of a split.
 * `agreement`: subject–verb agreement judgements on the synthetic language.
 * `layers`: masked softmax, padding-safe BiRNN, self-attention, pooling.
-* `imdb`: IMDBClassifier (BiGRU + linear + self-attention).
+* `text_classifier`: TextClassifier, the one-text classifier (BiGRU +
+  linear + self-attention).
 * `esim`: ESIM (+ self-attention after the inference composition).
 * `graphs`: the word graphs of a task's splits (graph caches).
-* `classification`: ClassificationTask, a task of the training loop.
-* `transfer_config`, `transfer`: TransferConfig and run_transfer, a whole
-  transfer run as one call.
+* `config`: TransferConfig, every field of a run.
+* `classification`: ClassificationTask, the downstream task.
+* `transfer`: run_transfer, a whole run as one call.
 """
 from glomo_jax.tasks.agreement import AGREEMENT_LABELS, load_agreement_task
-from glomo_jax.tasks.batching import ExampleBatches, batch_order, batches, make_batch
+from glomo_jax.tasks.batching import batches, make_batch
 from glomo_jax.tasks.classification import ClassificationTask
+from glomo_jax.tasks.config import TransferConfig
 from glomo_jax.tasks.datasets import Split, TaskData, load_task, read_split, split_validation
 from glomo_jax.tasks.esim import ESIM, soft_align
 from glomo_jax.tasks.glove import Coverage, embedding_matrix, read_glove, write_glove
 from glomo_jax.tasks.graphs import TaskGraphs
-from glomo_jax.tasks.imdb import IMDBClassifier
 from glomo_jax.tasks.layers import embedding_initializer
+from glomo_jax.tasks.text_classifier import TextClassifier
 from glomo_jax.tasks.transfer import build_model, load_task_data, run_transfer
-from glomo_jax.tasks.transfer_config import TransferConfig
 from glomo_jax.tasks.words import PAD_ID, UNK_ID, Vocabulary, tokenize
 
 __all__ = [
-    "AGREEMENT_LABELS", "ClassificationTask", "Coverage", "ESIM", "ExampleBatches",
-    "IMDBClassifier", "PAD_ID", "Split", "TaskData", "TaskGraphs", "TransferConfig",
-    "UNK_ID", "Vocabulary", "batch_order", "batches", "build_model", "embedding_initializer",
-    "embedding_matrix", "load_agreement_task", "load_task", "load_task_data",
-    "make_batch", "read_glove", "write_glove", "read_split", "run_transfer", "soft_align",
-    "split_validation", "tokenize",
+    "AGREEMENT_LABELS", "ClassificationTask", "Coverage", "ESIM", "PAD_ID", "Split",
+    "TaskData", "TaskGraphs", "TextClassifier", "TransferConfig", "UNK_ID", "Vocabulary",
+    "batches", "build_model", "embedding_initializer", "embedding_matrix",
+    "load_agreement_task", "load_task", "load_task_data", "make_batch", "read_glove",
+    "read_split", "run_transfer", "soft_align", "split_validation", "tokenize",
+    "write_glove",
 ]

@@ -1,23 +1,28 @@
-"""IMDB and NLI (MNLI, SNLI) data: reading, validation split, batching.
+"""Text classification data (IMDB, SST-2, MNLI, SNLI): reading, validation
+split.
 
 Two sources, the same result (a `TaskData` of tokenized `Split`s):
 
 * ``tfds``: ``imdb_reviews`` (features text, label; splits train / test),
+  ``glue/sst2`` (sentence, label; train, validation as the test split),
   ``glue/mnli`` (premise, hypothesis, label; train, validation_matched,
   validation_mismatched), ``snli`` (premise, hypothesis, label; train,
   validation, test). Examples labelled -1 (no gold label, hidden test labels)
-  are dropped. TFDS label order is the one used here: IMDB 0 = negative,
-  1 = positive; NLI 0 = entailment, 1 = neutral, 2 = contradiction.
-* ``files``: JSON lines (plain, ``.gz`` or ``.xz``), one example per line:
+  are dropped. TFDS label order is the one used here: IMDB and SST-2 0 =
+  negative, 1 = positive; NLI 0 = entailment, 1 = neutral, 2 = contradiction.
+* ``files`` (plain, ``.gz`` or ``.xz``): JSON lines, one example per line:
   IMDB ``{"text": str, "label": 0|1}``; NLI ``{"premise": str, "hypothesis":
   str, "label": "entailment"|"neutral"|"contradiction"}`` (or the ids 0–2;
-  ``"-"`` / -1 are dropped). Other keys are ignored. This is the layout of
-  /work/shared/data/{imdb,mnli,snli}.
+  ``"-"`` / -1 are dropped); other keys are ignored. Or a TSV file (a name
+  ending ``.tsv`` before the compression suffix) whose header names the
+  columns, split on tabs: GLUE's SST-2 ``sentence<TAB>label``. These are the
+  layouts of /work/shared/data/{imdb,sst2,mnli,snli}.
 
 Splits of a `TaskData`: ``train``; ``validation`` (for early stopping:
 carved from train, a seeded, disjoint random ``val_fraction`` of it, unless a
 validation split is named); and the evaluation splits reported as results:
-IMDB/SNLI ``test``; MNLI ``matched`` and ``mismatched`` (the official
+IMDB/SNLI ``test``; SST-2 ``test`` (GLUE's dev set: its test labels are
+hidden); MNLI ``matched`` and ``mismatched`` (the official
 validation_matched / validation_mismatched sets — MNLI's test labels are
 hidden; this is what the GLoMo paper reports).
 
@@ -34,13 +39,13 @@ import numpy as np
 
 from glomo_jax.data.tfds_source import tfds_records
 from glomo_jax.errors import InputError
-from glomo_jax.io import open_text
+from glomo_jax.io import open_text, strip_compression
 from glomo_jax.tasks.words import Vocabulary, plain_text, tokenize, tokenize_with_offsets
 
 logger = logging.getLogger(__name__)
 
 NLI_LABELS = ("entailment", "neutral", "contradiction")
-IMDB_LABELS = ("negative", "positive")
+SENTIMENT_LABELS = ("negative", "positive")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -48,20 +53,30 @@ class TaskSpec:
   """What a task reads.
 
   Attributes:
-    text_fields: the text features / JSON keys (model inputs, in order).
+    text_fields: the model's text inputs, in order.
     label_names: class names by id.
     tfds_name: the TFDS dataset.
     tfds_splits: {our split name: TFDS split}; 'train' included.
+    record_fields: the records' names of the text fields (features, JSON
+      keys, TSV columns); None: the text_fields themselves.
   """
   text_fields: tuple[str, ...]
   label_names: tuple[str, ...]
   tfds_name: str
   tfds_splits: Mapping[str, str]
+  record_fields: tuple[str, ...] | None = None
+
+  @property
+  def eval_splits(self) -> tuple[str, ...]:
+    """The splits reported as results (every split but train)."""
+    return tuple(name for name in self.tfds_splits if name != "train")
 
 
 TASKS: dict[str, TaskSpec] = {
-    "imdb": TaskSpec(("text",), IMDB_LABELS, "imdb_reviews",
+    "imdb": TaskSpec(("text",), SENTIMENT_LABELS, "imdb_reviews",
                      {"train": "train", "test": "test"}),
+    "sst2": TaskSpec(("text",), SENTIMENT_LABELS, "glue/sst2",
+                     {"train": "train", "test": "validation"}, record_fields=("sentence",)),
     "mnli": TaskSpec(("premise", "hypothesis"), NLI_LABELS, "glue/mnli",
                      {"train": "train", "matched": "validation_matched",
                       "mismatched": "validation_mismatched"}),
@@ -125,7 +140,7 @@ class TaskData:
   """A task's splits.
 
   Attributes:
-    task: 'imdb', 'mnli' or 'snli'.
+    task: 'imdb', 'sst2', 'mnli', 'snli' or 'agreement'.
     splits: {'train', 'validation', evaluation splits...: Split}.
     text_fields: model inputs, e.g. ('premise', 'hypothesis').
     label_names: class names by id.
@@ -181,6 +196,38 @@ def numbered_jsonl(path: str) -> Iterator[tuple[int, dict]]:
 def read_jsonl(path: str) -> Iterator[dict]:
   """The JSON objects of `numbered_jsonl`."""
   return (record for _, record in numbered_jsonl(path))
+
+
+def numbered_tsv(path: str) -> Iterator[tuple[int, dict]]:
+  """(line number, {column: text}) of a tab-separated file (plain, .gz or
+  .xz) whose first line names the columns; no quoting (each line is split
+  on its tabs); blank lines skipped.
+
+  Raises:
+    InputError: no header, a line with another number of columns, a file
+      that is not UTF-8 or is damaged or cut short.
+  """
+  with open_text(path) as f:
+    header = f.readline().rstrip("\r\n").split("\t")
+    if not any(name.strip() for name in header):
+      raise InputError(path, "no header line naming the columns", line=1)
+    for number, line in enumerate(f, 2):
+      line = line.rstrip("\r\n")
+      if not line.strip():
+        continue
+      cells = line.split("\t")
+      if len(cells) != len(header):
+        raise InputError(path, f"{len(cells)} tab-separated columns, the header has "
+                         f"{len(header)} ({header})", line=number)
+      yield number, dict(zip(header, cells))
+
+
+def numbered_records(path: str) -> Iterator[tuple[int, dict]]:
+  """(line number, record) of a data file: TSV when its name ends in .tsv
+  (before a compression suffix), else JSON lines."""
+  if strip_compression(str(path)).endswith(".tsv"):
+    return numbered_tsv(path)
+  return numbered_jsonl(path)
 
 
 def _label_id(value: Any, names: Sequence[str]) -> int | None:
@@ -244,13 +291,13 @@ def _tokenized_split(records: Iterable[tuple[int, Mapping[str, Any]]], spec: Tas
   labels: list[int] = []
   dropped = 0
   for number, record in records:
-    missing = [k for k in spec.text_fields + ("label",) if k not in record]
+    keys = spec.record_fields or spec.text_fields
+    missing = [k for k in keys + ("label",) if k not in record]
     try:
       if missing:
         raise ValueError(f"missing {missing} (has {sorted(record)[:20]})")
       label = _label_id(record["label"], spec.label_names)
-      example = None if label is None else [record_text(record[f], f)
-                                            for f in spec.text_fields]
+      example = None if label is None else [record_text(record[k], k) for k in keys]
     except ValueError as e:
       raise InputError(where, str(e), **{unit: number}) from None
     if example is None:
@@ -278,9 +325,9 @@ def read_split(task: str, source: str, location: str, *, data_dir: str | None = 
   """One tokenized split.
 
   Args:
-    task: 'imdb', 'mnli' or 'snli'.
+    task: 'imdb', 'sst2', 'mnli' or 'snli'.
     source: 'tfds' (location = TFDS split, e.g. 'validation_matched') or
-      'files' (location = path of a JSON-lines file).
+      'files' (location = path of a JSON-lines or TSV file, `numbered_records`).
     data_dir, tfds_reader, download: TFDS options ('auto' reads ArrayRecord
       with the data_source reader, anything else with tf.data).
     tokenizer: text → words.
@@ -292,7 +339,8 @@ def read_split(task: str, source: str, location: str, *, data_dir: str | None = 
     return _tokenized_split(records, spec, f"tfds {spec.tfds_name!r} split {location!r}",
                             tokenizer)
   if source == "files":
-    return _tokenized_split(numbered_jsonl(location), spec, str(location), tokenizer, "line")
+    return _tokenized_split(numbered_records(location), spec, str(location), tokenizer,
+                            "line")
   raise ValueError(f"unknown source {source!r}: 'tfds' or 'files'")
 
 
@@ -338,7 +386,7 @@ def load_task(task: str, source: str = "tfds", *, files: Mapping[str, str] | Non
   """Reads and tokenizes a task.
 
   Args:
-    task: 'imdb', 'mnli' or 'snli'.
+    task: 'imdb', 'sst2', 'mnli' or 'snli'.
     source: 'tfds' or 'files'.
     files: for source='files': {split name: path}, 'train' required; a
       'validation' entry is used as the validation split (nothing carved);

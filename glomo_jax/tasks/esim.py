@@ -19,14 +19,14 @@ both sentences at every step:
 ESIM's defaults: H = 300, dropout 0.5 (on the embeddings, the enhancement
 output and the MLP's inputs), Adam 4e-4, batch 32, gradient norm clip 10.
 
-GLoMo variants (`glomo`), each applied to premise and hypothesis separately
-with their own graphs and one shared `GraphTransfer`:
+GLoMo variants (`variant`), each applied to premise and hypothesis separately
+with their own graphs and one shared `GraphTransfer` (built from `transfer`):
 * 'embeddings': on the embeddings, before the input-encoding BiLSTM
   (the paper's MNLI result).
 * 'rnn': on the input-encoding BiLSTM's states; a second input-encoding
   BiLSTM then reads the fused states [B, T, 4H + F] so that ā stays 2H wide.
   (The alignment therefore uses the second layer's states.) Its baseline of
-  the same depth is glomo='none' with rnn_layers=2 (two input-encoding
+  the same depth is variant 'baseline' with rnn_layers=2 (two input-encoding
   BiLSTMs, the second reading the first's states).
 * 'uniform': the uniform-graph ablation on the embeddings.
 Graphs are inputs (no gradient reaches the predictor). The transfer reads
@@ -48,6 +48,7 @@ import jax
 import jax.numpy as jnp
 
 from glomo_jax.tasks import layers
+from glomo_jax.transfer.options import TEXT_VARIANTS, TransferOptions, check_variant
 
 
 def _pad_time(x: jax.Array, length: int) -> jax.Array:
@@ -96,12 +97,11 @@ class ESIM(nn.Module):
     num_classes: 3.
     dropout_rate: ESIM: 0.5.
     self_attention: the self-attention layer after the composition.
-    rnn_layers: input-encoding BiLSTMs, 1 or 2; None = 1, or 2 for glomo='rnn'
-      (which needs 2: the graphs go between them).
-    embedding_init, freeze_embeddings: as in IMDBClassifier.
-    glomo: 'none', 'embeddings', 'rnn' or 'uniform'.
-    transfer_layers, num_mixtures, conditioned, transfer_features, graph_apply:
-      GraphTransfer's fields (graph_apply is its apply_as).
+    rnn_layers: input-encoding BiLSTMs, 1 or 2; None = 1, or 2 for variant
+      'rnn' (which needs 2: the graphs go between them).
+    embedding_init, freeze_embeddings: as in TextClassifier.
+    variant: 'baseline', 'embeddings', 'rnn' or 'uniform'.
+    transfer: the GraphTransfer's options.
   """
   vocab_size: int
   embed_dim: int = 100
@@ -112,12 +112,8 @@ class ESIM(nn.Module):
   rnn_layers: int | None = None
   embedding_init: Callable = nn.initializers.normal(0.1)
   freeze_embeddings: bool = False
-  glomo: str = "none"
-  transfer_layers: int = 3
-  num_mixtures: int = 2
-  conditioned: bool = True
-  transfer_features: int | None = None
-  graph_apply: str = "auto"
+  variant: str = "baseline"
+  transfer: TransferOptions = TransferOptions()
 
   @nn.compact
   def __call__(self, premise: jax.Array, premise_mask: jax.Array,
@@ -131,7 +127,7 @@ class ESIM(nn.Module):
       premise: int [B, Ta] word ids; premise_mask: [B, Ta] (prefix of each row).
       hypothesis: int [B, Tb]; hypothesis_mask: [B, Tb].
       premise_graphs: float [B, 2L, K, Ta, Ta]; hypothesis_graphs:
-        [B, 2L, K, Tb, Tb]; needed for glomo 'embeddings' and 'rnn'.
+        [B, 2L, K, Tb, Tb]; needed for variants 'embeddings' and 'rnn'.
       train: dropout on (needs a 'dropout' rng).
 
     Returns:
@@ -139,23 +135,17 @@ class ESIM(nn.Module):
       intermediates 'attention_premise' [B, Ta, Tb] and
       'attention_hypothesis' [B, Tb, Ta].
     """
-    if self.glomo not in layers.GLOMO_MODES:
-      raise ValueError(f"unknown glomo variant {self.glomo!r}: {layers.GLOMO_MODES}")
+    check_variant(self.variant, TEXT_VARIANTS)
     am, bm = premise_mask.astype(bool), hypothesis_mask.astype(bool)
     drop = lambda x: nn.Dropout(self.dropout_rate, deterministic=not train)(x)  # noqa: E731
     ga = gb = None
-    if self.glomo in ("embeddings", "rnn"):
-      layers.check_graphs(premise_graphs, am, self.transfer_layers, "premise")
-      layers.check_graphs(hypothesis_graphs, bm, self.transfer_layers, "hypothesis")
+    if self.variant in ("embeddings", "rnn"):
+      num_layers = self.transfer.layers_for()
+      layers.check_graphs(premise_graphs, am, num_layers, "premise")
+      layers.check_graphs(hypothesis_graphs, bm, num_layers, "hypothesis")
       ga = jax.lax.stop_gradient(jnp.asarray(premise_graphs, jnp.float32))
       gb = jax.lax.stop_gradient(jnp.asarray(hypothesis_graphs, jnp.float32))
-    transfer = None
-    if self.glomo != "none":
-      transfer = layers.graph_transfer(
-          "uniform" if self.glomo == "uniform" else "glomo",
-          num_layers=self.transfer_layers, num_mixtures=self.num_mixtures,
-          conditioned=self.conditioned, features=self.transfer_features,
-          dropout_rate=self.dropout_rate, apply_as=self.graph_apply, name="transfer")
+    transfer = self.transfer.layer(self.variant, self.dropout_rate)
 
     batch, ta, tb = premise.shape[0], premise.shape[1], hypothesis.shape[1]
     length = max(ta, tb)
@@ -169,17 +159,17 @@ class ESIM(nn.Module):
     embed = layers.WordEmbedding(self.vocab_size, self.embed_dim, self.embedding_init,
                                  self.freeze_embeddings, name="embed")
     x = embed(pair(premise, hypothesis)) * f2            # [2B, T, E]
-    if self.glomo in ("embeddings", "uniform"):
+    if self.variant in ("embeddings", "uniform"):
       x = transfer(x, g2, m2, train=train)               # clean features in
     x = drop(x) * f2
 
     # input encoding
     x = layers.BiRNN(self.hidden, "lstm", name="encoder")(x, m2)
-    depth = self.rnn_layers or (2 if self.glomo == "rnn" else 1)
-    if depth not in (1, 2) or (self.glomo == "rnn" and depth != 2):
-      raise ValueError(f"ESIM has 1 or 2 input-encoding BiLSTMs (2 for glomo='rnn'), "
+    depth = self.rnn_layers or (2 if self.variant == "rnn" else 1)
+    if depth not in (1, 2) or (self.variant == "rnn" and depth != 2):
+      raise ValueError(f"ESIM has 1 or 2 input-encoding BiLSTMs (2 for variant 'rnn'), "
                        f"got rnn_layers={self.rnn_layers}")
-    if self.glomo == "rnn":
+    if self.variant == "rnn":
       x = layers.BiRNN(self.hidden, "lstm", name="encoder_2")(
           transfer(x, g2, m2, train=train) * f2, m2)
     elif depth == 2:

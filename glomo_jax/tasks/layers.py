@@ -1,5 +1,5 @@
 """Building blocks shared by the task models: masked softmax, bidirectional
-RNNs that ignore padding, self-attention, masked pooling, graph transfer.
+RNNs that ignore padding, self-attention, masked pooling, graph checks.
 
 Masks are [batch, T] (bool or 0/1), True for real positions, and every
 sequence's real positions come first (right padding). Every block here
@@ -15,9 +15,6 @@ import jax
 import jax.numpy as jnp
 
 from glomo_jax.models.gru import gru_update
-from glomo_jax.transfer.layer import GraphTransfer
-
-GLOMO_MODES = ("none", "embeddings", "rnn", "uniform")
 
 
 def masked_softmax(scores: jax.Array, mask: jax.Array, axis: int = -1) -> jax.Array:
@@ -190,26 +187,10 @@ class SelfAttention(nn.Module):
     return out * m[..., None].astype(out.dtype)
 
 
-def graph_transfer(mode: str, *, num_layers: int, num_mixtures: int, conditioned: bool,
-                   features: int | None, dropout_rate: float = 0.0, apply_as: str = "auto",
-                   name: str | None = None) -> nn.Module:
-  """A `glomo_jax.transfer.layer.GraphTransfer`.
-
-  mode: 'glomo' (graphs from the predictor) or 'uniform' (uniform over the
-  valid positions, no graphs). Returns a module mapping (h [B, T, d],
-  graphs [B, 2L, K, T, T] or None, mask [B, T], train=) → [B, T, d + features]
-  = [h ; gated], with the authors' locked dropout inside (`dropout_rate`);
-  `apply_as`: GraphTransfer's (how the candidates reach h).
-  """
-  return GraphTransfer(mode=mode, num_layers=num_layers, num_mixtures=num_mixtures,
-                       conditioned=conditioned, features=features,
-                       dropout_rate=dropout_rate, apply_as=apply_as, name=name)
-
-
 def check_graphs(graphs: Any, mask: jax.Array, num_layers: int, what: str) -> None:
   """Raises ValueError unless graphs is [B, 2L, K, T, T] matching mask [B, T]."""
   if graphs is None:
-    raise ValueError(f"glomo transfer needs {what} graphs [B, 2L, K, T, T]; got None")
+    raise ValueError(f"graph transfer needs {what} graphs [B, 2L, K, T, T]; got None")
   b, t = mask.shape
   shape = tuple(graphs.shape)
   if len(shape) != 5 or shape[0] != b or shape[1] != 2 * num_layers or shape[3:] != (t, t):

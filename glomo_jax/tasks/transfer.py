@@ -1,22 +1,22 @@
-"""A downstream transfer run as one library call: `run_transfer(config, workdir)`.
+"""A text classification run as one library call: `run_transfer(config, workdir)`.
 
-Loads the task (`load_task_data`: JSON-lines files, TFDS or the built-in
+Loads the task (`load_task_data`: data files, TFDS or the built-in
 agreement task; a validation split is carved from train unless one is
 given), builds the vocabulary and the (GloVe) embedding table, loads the
 exported graph predictor and its word-graph caches for the 'embeddings' /
-'rnn' variants, builds the task model (`build_model`), trains it on the
-training loop (`ClassificationTask`: checkpoints, exact resume, early
-stopping on validation accuracy) and writes `<workdir>/results.json`:
+'rnn' variants, builds the task model (`build_model`), trains it
+(`ClassificationTask` on `glomo_jax.downstream`: checkpoints, exact resume,
+early stopping on validation accuracy) and writes `<workdir>/results.json`:
 config, variant, seed, validation accuracy, the accuracy of each evaluation
-split of the task (IMDB / SNLI 'test', MNLI 'matched' / 'mismatched'; null
-with a note where the data has none, e.g. the train-only local files), best
-step, wall time and the validation curve.
+split of the task (IMDB / SST-2 / SNLI 'test', MNLI 'matched' /
+'mismatched'; null with a note where the data has none, e.g. the
+train-only local files), best step, wall time and the validation curve.
 
-Variants: baseline → the model's glomo='none'; embeddings / rnn → graphs
-fused into the embeddings / the first RNN's states; uniform → the
-uniform-graph ablation (no predictor). With graph_source='arcs' (agreement
-task only) the embeddings / rnn variants read the known arcs instead of a
-predictor's graphs: the oracle a predictor could at best match.
+Variants: baseline (no graph); embeddings / rnn → graphs fused into the
+embeddings / the first RNN's states; uniform → the uniform-graph ablation
+(no predictor). With graph_source='arcs' (agreement task only) the
+embeddings / rnn variants read the known arcs instead of a predictor's
+graphs: the oracle a predictor could at best match.
 """
 from __future__ import annotations
 
@@ -26,25 +26,21 @@ import os
 import time
 from typing import Any
 
-import jax
-
 from glomo_jax.data.synthetic import SyntheticConfig
-from glomo_jax.io import write_json
+from glomo_jax.downstream.run import load_predictor, train_and_report
+from glomo_jax.downstream.task import VALIDATION
 from glomo_jax.tasks.agreement import load_agreement_task
-from glomo_jax.tasks.classification import VALIDATION, ClassificationTask
+from glomo_jax.tasks.classification import ClassificationTask
+from glomo_jax.tasks.config import EVAL_SPLITS, TransferConfig
 from glomo_jax.tasks.datasets import TaskData, load_task
 from glomo_jax.tasks.esim import ESIM
 from glomo_jax.tasks.glove import embedding_matrix
 from glomo_jax.tasks.graphs import ArcGraphs, TaskGraphs
-from glomo_jax.tasks.imdb import IMDBClassifier
 from glomo_jax.tasks.layers import embedding_initializer
-from glomo_jax.tasks.transfer_config import EVAL_SPLITS, TransferConfig, transfer_layers
-from glomo_jax.train import loop
+from glomo_jax.tasks.text_classifier import TextClassifier
 from glomo_jax.train.workdir import holding_workdir
 
 logger = logging.getLogger("glomo_jax.tasks")
-
-RESULTS_FILE = "results.json"
 
 
 def load_task_data(config: TransferConfig) -> TaskData:
@@ -67,19 +63,17 @@ def load_task_data(config: TransferConfig) -> TaskData:
 
 def build_model(config: TransferConfig, data: TaskData, vocab_size: int, table,
                 predictor_layers: int | None = None):
-  """IMDBClassifier for one text field, ESIM for two, with the variant's
-  `glomo` and the embedding table `table` [vocab_size, D]."""
+  """TextClassifier for one text field, ESIM for two, with the config's
+  variant and the embedding table `table` [vocab_size, D]; `predictor_layers`:
+  L of the graphs it reads (None: model.transfer's, 3 by default)."""
   m = config.model
   common = dict(vocab_size=vocab_size, embed_dim=m.embed_dim, hidden=m.hidden,
                 num_classes=data.num_classes, dropout_rate=m.dropout_rate,
                 embedding_init=embedding_initializer(table),
-                freeze_embeddings=m.freeze_embeddings, glomo=config.glomo,
-                transfer_layers=transfer_layers(m.transfer_layers, predictor_layers),
-                num_mixtures=m.num_mixtures,
-                conditioned=m.conditioned, transfer_features=m.transfer_features,
-                graph_apply=m.graph_apply)
-  if len(data.text_fields) == 1:          # imdb, agreement: one text
-    return IMDBClassifier(rnn_layers=m.rnn_layers, **common)
+                freeze_embeddings=m.freeze_embeddings, variant=config.variant,
+                transfer=m.transfer.for_predictor(predictor_layers))
+  if len(data.text_fields) == 1:          # imdb, sst2, agreement: one text
+    return TextClassifier(rnn_layers=m.rnn_layers, **common)
   return ESIM(self_attention=m.self_attention, rnn_layers=m.rnn_layers, **common)
 
 
@@ -98,8 +92,8 @@ def task_graphs(config: TransferConfig, predictor, data: TaskData, root: str,
 @holding_workdir
 def run_transfer(config: TransferConfig, workdir: str, *, devices=None,
                  compilation_cache_dir: str | None = None) -> dict[str, Any]:
-  """One transfer run (module docstring); returns (and writes) the
-  results.json dict. Rerunning it in the same workdir resumes the run, or,
+  """One text classification run (module docstring); returns (and writes)
+  the results.json dict. Rerunning it in the same workdir resumes the run, or,
   once finished, evaluates again without training. devices: the mesh's
   (default all); compilation_cache_dir: JAX's persistent cache (None: off)."""
   config.check()
@@ -117,12 +111,11 @@ def run_transfer(config: TransferConfig, workdir: str, *, devices=None,
   predictor = graphs = None
   graph_layers = None
   if config.reads_graphs and config.graph_source == "arcs":
-    graph_layers = transfer_layers(config.model.transfer_layers, None)
+    graph_layers = config.model.transfer.layers_for()
     graphs = ArcGraphs(data, graph_layers)
     logger.info("graphs from the known arcs (L=%d, K=1)", graph_layers)
   elif config.reads_graphs:
-    from glomo_jax.export import load_graph_predictor  # noqa: PLC0415
-    predictor = load_graph_predictor(config.predictor_export)
+    predictor = load_predictor(config.predictor_export)
     root = config.graph_cache_dir or os.path.join(workdir, "graph_cache")
     t0 = time.time()
     graphs = task_graphs(config, predictor, data, root)
@@ -131,36 +124,27 @@ def run_transfer(config: TransferConfig, workdir: str, *, devices=None,
                 predictor.config.num_heads, root, time.time() - t0)
     graph_layers = predictor.config.num_graph_layers
 
-  model = build_model(config, data, len(vocab), table, graph_layers)
-  task = ClassificationTask(model, data, vocab, config, graphs)
-  summary = loop.run(task, task.loop_config(compilation_cache_dir=compilation_cache_dir),
-                     workdir, devices=devices)
-  if summary["preempted"]:
-    return {"preempted": True, "step": summary["step"]}
-  results = _results(config, data, summary)
-  results.update({
-      "train_time_s": summary["train_seconds"], "wall_time_s": time.time() - start,
-      "examples": {n: len(s) for n, s in data.splits.items()},
-      "vocabulary": len(vocab), "glove": str(coverage),
-      "predictor": predictor.directory if predictor is not None else None,
-      "config": config.to_dict()})
-  if jax.process_index() == 0:
-    write_json(os.path.join(workdir, RESULTS_FILE), results)
-  logger.info("results: %s", {k: v for k, v in results.items()
-                              if k not in ("curves", "config")})
-  return results
+  task = ClassificationTask(build_model(config, data, len(vocab), table, graph_layers), data,
+                            vocab, config, graphs)
+  return train_and_report(
+      task, workdir, lambda summary: {
+          **scores(config, summary["results"]),
+          "examples": {n: len(s) for n, s in data.splits.items()},
+          "vocabulary": len(vocab), "glove": str(coverage)},
+      start=start, predictor=predictor, devices=devices,
+      compilation_cache_dir=compilation_cache_dir)
 
 
-def _results(config: TransferConfig, data: TaskData, summary: dict) -> dict:
-  """The scores of a finished run: validation and evaluation accuracies,
-  best step, length and the validation curve."""
-  scores = summary["results"]
-  results = {"task": config.task, "variant": config.variant, "glomo": config.glomo,
+def scores(config: TransferConfig, results_of_splits: dict) -> dict:
+  """results.json's scores of a finished run: the task, graph source,
+  validation accuracy and each evaluation split's (null, with a note, where
+  the data has none)."""
+  results = {"task": config.task,
              "graph_source": config.graph_source if config.reads_graphs else None,
-             "seed": config.seed, "validation_accuracy": scores[VALIDATION]}
+             "validation_accuracy": results_of_splits[VALIDATION]}
   missing = []
   for name in EVAL_SPLITS[config.task]:
-    results[name] = scores.get(name)
+    results[name] = results_of_splits.get(name)
     if results[name] is None:
       missing.append(name)
   if missing:
@@ -170,11 +154,4 @@ def _results(config: TransferConfig, data: TaskData, summary: dict) -> dict:
                        "train-only local files): only validation accuracy is reported"
                        + (f" (validation: a {config.val_fraction:g} share carved from "
                           "train)" if carved else ""))
-  results.update({
-      "best_step": summary["best"].get("step"), "steps": summary["step"],
-      "stopped_early": summary["stopped_early"],
-      "curves": [{"step": e["step"], "train_loss": e["train"].get("loss"),
-                  "train_accuracy": e["train"].get("accuracy"),
-                  "validation_accuracy": e[VALIDATION]["accuracy"]}
-                 for e in summary["history"]]})
   return results

@@ -2,7 +2,7 @@
 
 The downstream models read *words* (GloVe is a word-level table), unlike the
 graph predictor, which reads SentencePiece pieces; `glomo_jax.transfer.align`
-maps the predictor's piece-level graphs onto these words.
+pools the predictor's piece-level graphs onto these words.
 
 `tokenize` rules, in order (chosen to match GloVe 6B's uncased, PTB-like
 tokenization as far as a regular expression can):

@@ -1,4 +1,5 @@
-"""`LoopConfig`: the settings of `glomo_jax.train.loop.run` that every task shares."""
+"""`LoopConfig`: the settings of `glomo_jax.train.loop.run` that every task shares;
+`LoopOptions`: the part of them a pretraining config holds."""
 from __future__ import annotations
 
 import dataclasses
@@ -63,3 +64,38 @@ class LoopConfig:
     if steering and not self.select_metric:
       raise ValueError("patience, keep_best and plateau_patience need a select_metric "
                        "('<split>/<metric>')")
+
+
+@dataclasses.dataclass(frozen=True)
+class LoopOptions:
+  """The loop settings a pretraining config holds (`PretrainConfig.loop`,
+  `ImagePretrainConfig.loop`); `loop_config` adds what the run decides (its
+  seed, the metric that ranks evaluations).
+
+  Attributes:
+    num_steps, log_every, eval_every, checkpoint_every, keep_checkpoints,
+    mesh_data, mesh_fsdp, compile_fast: as `LoopConfig`'s.
+    plateau_patience: evaluations without a better held-out loss before the
+      learning rate is multiplied by plateau_factor (0: never).
+  """
+  num_steps: int = 1000
+  log_every: int = 10
+  eval_every: int = 200
+  checkpoint_every: int = 200
+  keep_checkpoints: int = 3
+  plateau_patience: int = 3
+  plateau_factor: float = 0.5
+  mesh_data: int = -1
+  mesh_fsdp: int = 1
+  compile_fast: bool = False
+
+  def __post_init__(self):
+    for name in ("num_steps", "log_every", "eval_every", "checkpoint_every",
+                 "keep_checkpoints"):
+      if getattr(self, name) < 1:
+        raise ValueError(f"loop.{name} must be >= 1, got {getattr(self, name)}")
+
+  def loop_config(self, **fields) -> LoopConfig:
+    """A LoopConfig of these settings and `fields` (seed, select_metric, ...;
+    they override)."""
+    return LoopConfig(**{**dataclasses.asdict(self), **fields})

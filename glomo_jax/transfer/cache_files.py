@@ -1,6 +1,5 @@
 """The files of a word-graph cache (`glomo_jax.transfer.cache`): their names,
-the stores that write the graphs, and the records that let a damaged cache
-be found.
+and the records that let a damaged cache be found.
 
 Integrity (in meta.json, ``files``): every file's size in bytes, and the
 sha256 of the small index files (lengths.npy, offsets.npy, checksums.npy);
@@ -20,11 +19,9 @@ import shutil
 import uuid
 import zlib
 
-import jax
 import numpy as np
 
 from glomo_jax.io import file_sha256
-from glomo_jax.transfer.sparse_rows import pack_rows
 
 META, LENGTHS, OFFSETS, GRAPHS = "meta.json", "lengths.npy", "offsets.npy", "graphs.npy"
 INDICES, COUNTS, CHECKSUMS = "indices.npy", "counts.npy", "checksums.npy"
@@ -98,85 +95,3 @@ def remove_cache(path: str) -> None:
   except FileNotFoundError:
     return                           # already removed (another process)
   shutil.rmtree(aside, ignore_errors=True)
-
-
-class DenseStore:
-  """Writes each example's [2L, K, n, n] block at its place in graphs.npy.
-  Graphs leave a CPU or GPU in the stored dtype (float16 rounded as numpy
-  rounds, half the bytes); a TPU, which may flush its subnormals, sends float32."""
-
-  def __init__(self, directory, lengths, per, dtype):
-    self.directory = directory
-    self.fetch_dtype = dtype if jax.default_backend() in ("cpu", "gpu") else "float32"
-    self.offsets = np.concatenate([[0], np.cumsum(per * lengths.astype(np.int64) ** 2)])
-    self.values = np.lib.format.open_memmap(os.path.join(directory, GRAPHS), mode="w+",
-                                            dtype=dtype, shape=(int(self.offsets[-1]),))
-    self.checksums = np.zeros(len(lengths), np.uint32)
-
-  def put(self, i, block):
-    stored = np.ascontiguousarray(block, dtype=self.values.dtype)
-    self.values[self.offsets[i]:self.offsets[i + 1]] = stored.reshape(-1)
-    self.checksums[i] = crc32(stored)
-
-  def finish(self) -> tuple[np.ndarray, dict]:
-    self.values.flush()
-    del self.values
-    np.save(os.path.join(self.directory, CHECKSUMS), self.checksums)
-    return self.offsets, {}
-
-
-class SparseStore:
-  """Packs each example's rows (`pack_rows`). Examples arrive in build order
-  and their sizes are known only once packed, so kept sources and weights
-  are appended to scratch files, then copied into graphs.npy and
-  indices.npy in example order."""
-
-  fetch_dtype = "float32"            # `pack_rows` ranks and rounds float32 weights
-
-  def __init__(self, directory, lengths, per, dtype, k, max_words):
-    self.directory, self.dtype, self.k = directory, dtype, k
-    self.source_dtype = np.uint8 if max_words <= 256 else np.uint16
-    self.row_offsets = np.concatenate([[0], np.cumsum(per * lengths.astype(np.int64))])
-    self.counts = np.lib.format.open_memmap(
-        os.path.join(directory, COUNTS), mode="w+", dtype=np.uint8 if k <= 255 else np.uint16,
-        shape=(int(self.row_offsets[-1]),))
-    self.scratch = {name: open(os.path.join(directory, name + ".scratch"), "wb")
-                    for name in (GRAPHS, INDICES)}
-    self.where = np.zeros((len(lengths), 2), np.int64)     # scratch start, size
-    self.checksums = np.zeros(len(lengths), np.uint32)
-    self.appended = 0
-    self.kept_sum, self.kept_min, self.kept_rows = 0.0, 1.0, 0
-
-  def put(self, i, block):
-    counts, sources, values, kept = pack_rows(block, self.k, self.dtype)
-    counts = counts.astype(self.counts.dtype)
-    sources = sources.astype(self.source_dtype)
-    self.counts[self.row_offsets[i]:self.row_offsets[i + 1]] = counts
-    self.scratch[GRAPHS].write(values.tobytes())
-    self.scratch[INDICES].write(sources.tobytes())
-    self.checksums[i] = crc32(counts, sources, values)
-    self.where[i] = self.appended, values.size
-    self.appended += values.size
-    self.kept_sum, self.kept_rows = self.kept_sum + float(kept.sum()), self.kept_rows + kept.size
-    self.kept_min = min(self.kept_min, float(kept.min(initial=1.0)))
-
-  def finish(self) -> tuple[np.ndarray, dict]:
-    self.counts.flush()
-    del self.counts
-    offsets = np.concatenate([[0], np.cumsum(self.where[:, 1])])
-    for name, dtype in ((GRAPHS, self.dtype), (INDICES, self.source_dtype)):
-      self.scratch[name].close()
-      scratch = os.path.join(self.directory, name + ".scratch")
-      out = np.lib.format.open_memmap(os.path.join(self.directory, name), mode="w+",
-                                      dtype=dtype, shape=(int(offsets[-1]),))
-      if offsets[-1]:
-        packed = np.memmap(scratch, dtype=dtype, mode="r")
-        for i, (start, size) in enumerate(self.where):
-          out[offsets[i]:offsets[i + 1]] = packed[start:start + size]
-        del packed
-      out.flush()
-      del out
-      os.remove(scratch)
-    np.save(os.path.join(self.directory, CHECKSUMS), self.checksums)
-    return offsets, {"mass_kept": {"mean": self.kept_sum / max(self.kept_rows, 1),
-                                   "min": self.kept_min, "rows": self.kept_rows}}

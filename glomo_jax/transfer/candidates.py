@@ -29,8 +29,8 @@ Two forms of the same candidates:
   candidate applied to the features H [B, T, d]), [B, C, T, d], without
   forming any product matrix: Λ^l H = G^l (Λ^{l−1} H), so every candidate
   costs one [T, T]·[T, d] product and memory stays C·T·d floats an example
-  beyond the graphs themselves. This is what makes SQuAD passages of 800
-  words fit (the matrices took 20 GB at batch 32).
+  beyond the graphs themselves. This is what makes SQuAD's long passages
+  fit: the product matrices grow as C·T² an example.
 """
 from __future__ import annotations
 

@@ -29,8 +29,8 @@ positions (the output at a padding position still holds its own h).
 Cost, beyond the graphs it is given (2L·K·T² an example), with C = (2L−1)·K:
 - 'candidates' holds C_c h, B·2·C·T·d floats, and does one [T, T]·[T, d]
   product per graph and candidate, forward and backward; no [T, T] candidate
-  matrix is formed (forming them is O(T³) and took 20 GB for a batch of 32
-  SQuAD passages of 832 words).
+  matrix is formed (forming them is O(T³) in time and B·2·C·T² floats in
+  memory, too much for SQuAD's passages).
 - 'mixtures' holds the candidate matrices, B·2·C·T² floats, and forms the
   products Λ^l, 2·(L−1)·K [T, T]·[T, T] products with no gradient; then only
   2·num_mixtures [T, T]·[T, d] products, forward and backward.

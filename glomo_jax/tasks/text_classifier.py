@@ -1,7 +1,8 @@
-"""The paper's IMDB sentiment classifier ("RNNs, linear layers and
-self-attention" on GloVe, §3.2), with the GLoMo transfer variants.
+"""The one-text classifier: the paper's IMDB sentiment classifier ("RNNs,
+linear layers and self-attention" on GloVe, §3.2), with the GLoMo transfer
+variants; every one-text task uses it (IMDB, SST-2, agreement).
 
-Baseline (glomo='none'), for one review of W words:
+Baseline (variant 'baseline'), for one text of W words:
 
   e  = Embedding(ids)                 [B, W, E]   GloVe init; frozen or trained
   h  = BiGRU(e)                       [B, W, 2H]  (rnn_layers stacked BiGRUs)
@@ -10,19 +11,20 @@ Baseline (glomo='none'), for one review of W words:
   p  = [max_t h ; mean_t h]           [B, 2H]     over real words (`pooling`)
   y  = Dense(num_classes)(p)          [B, C]      logits
 
-GLoMo variants (`glomo`), with a `GraphTransfer` (glomo_jax/transfer/layer.py)
-that maps H [B, W, d] → [H ; gated(H, HM)] [B, W, d + F]:
+GLoMo variants (`variant`), with a `GraphTransfer` (glomo_jax/transfer/layer.py,
+built from `transfer`, a `TransferOptions`) that maps H [B, W, d] →
+[H ; gated(H, HM)] [B, W, d + F]:
 * 'embeddings': GraphTransfer(mode='glomo') on e, before the first BiGRU
   (the paper's "GLoMo on embeddings", its IMDB result).
 * 'rnn': GraphTransfer(mode='glomo') on the first BiGRU layer's states
   [B, W, 2H]; a second BiGRU layer then reads the fused states (the transfer
   needs a layer after it). The model then has at least 2 BiGRU layers
   (`rnn_layers` defaults to 2 for this variant); compare it with
-  glomo='none', rnn_layers=2.
+  variant 'baseline', rnn_layers=2.
 * 'uniform': GraphTransfer(mode='uniform') on e: the "uniform graph" ablation
   (every word averages all real words; no graphs needed).
 Graphs are inputs ([B, 2L, K, W, W], word-level, from
-`glomo_jax.transfer.align.word_graphs`): no gradient reaches the predictor.
+`glomo_jax.transfer.unit_graphs.word_graphs`): no gradient reaches the predictor.
 
 Dropout (`dropout_rate`) is applied to the embeddings, to each BiGRU's
 output, inside the self-attention and before the classifier. The graph
@@ -40,9 +42,10 @@ import jax
 import jax.numpy as jnp
 
 from glomo_jax.tasks import layers
+from glomo_jax.transfer.options import TEXT_VARIANTS, TransferOptions, check_variant
 
 
-class IMDBClassifier(nn.Module):
+class TextClassifier(nn.Module):
   """RNN + linear + self-attention text classifier (module docstring).
 
   Attributes:
@@ -50,17 +53,15 @@ class IMDBClassifier(nn.Module):
     embed_dim: E (100 for glove.6B.100d).
     hidden: H, the BiGRU width per direction and the linear layer's width.
     num_classes: C.
-    rnn_layers: stacked BiGRU layers; None = 1, or 2 for glomo='rnn'.
+    rnn_layers: stacked BiGRU layers; None = 1, or 2 for variant 'rnn'.
     pooling: any of 'max', 'mean'.
     dropout_rate: see module docstring.
     embedding_init: flax initializer of the table (e.g.
       `layers.embedding_initializer(glove_matrix)`).
     freeze_embeddings: no gradient to the table.
-    glomo: 'none', 'embeddings', 'rnn' or 'uniform'.
-    transfer_layers: L of the graph predictor (graphs have 2L layers).
-    num_mixtures, conditioned, transfer_features, graph_apply: GraphTransfer's
-      fields (transfer_features None = the transferred features' width;
-      graph_apply is its apply_as).
+    variant: 'baseline', 'embeddings', 'rnn' or 'uniform'.
+    transfer: the GraphTransfer's options (its num_layers: L of the graph
+      predictor, whose graphs have 2L layers).
   """
   vocab_size: int
   embed_dim: int = 100
@@ -71,28 +72,16 @@ class IMDBClassifier(nn.Module):
   dropout_rate: float = 0.2
   embedding_init: Callable = nn.initializers.normal(0.1)
   freeze_embeddings: bool = False
-  glomo: str = "none"
-  transfer_layers: int = 3
-  num_mixtures: int = 2
-  conditioned: bool = True
-  transfer_features: int | None = None
-  graph_apply: str = "auto"
+  variant: str = "baseline"
+  transfer: TransferOptions = TransferOptions()
 
   def num_rnn_layers(self) -> int:
     if self.rnn_layers is None:
-      return 2 if self.glomo == "rnn" else 1
-    if self.glomo == "rnn" and self.rnn_layers < 2:
-      raise ValueError("glomo='rnn' fuses graphs into the first BiGRU's states and "
+      return 2 if self.variant == "rnn" else 1
+    if self.variant == "rnn" and self.rnn_layers < 2:
+      raise ValueError("variant 'rnn' fuses graphs into the first BiGRU's states and "
                        f"needs rnn_layers >= 2, got {self.rnn_layers}")
     return self.rnn_layers
-
-  def _transfer(self, mode: str) -> nn.Module:
-    return layers.graph_transfer(mode, num_layers=self.transfer_layers,
-                                 num_mixtures=self.num_mixtures,
-                                 conditioned=self.conditioned,
-                                 features=self.transfer_features,
-                                 dropout_rate=self.dropout_rate,
-                                 apply_as=self.graph_apply, name="transfer")
 
   @nn.compact
   def __call__(self, text: jax.Array, text_mask: jax.Array,
@@ -104,33 +93,32 @@ class IMDBClassifier(nn.Module):
       text: int [B, W] word ids (0 = padding).
       text_mask: [B, W], True for real words (a prefix of each row).
       text_graphs: float [B, 2L, K, W, W] word-level graphs (target, source),
-        needed for glomo 'embeddings' and 'rnn', ignored otherwise.
+        needed for variants 'embeddings' and 'rnn', ignored otherwise.
       train: dropout on (needs a 'dropout' rng).
 
     Returns:
       float32 [B, num_classes] logits.
     """
-    if self.glomo not in layers.GLOMO_MODES:
-      raise ValueError(f"unknown glomo variant {self.glomo!r}: {layers.GLOMO_MODES}")
+    check_variant(self.variant, TEXT_VARIANTS)
     mask = text_mask.astype(bool)
     fmask = mask[..., None].astype(jnp.float32)
     drop = lambda x: nn.Dropout(self.dropout_rate, deterministic=not train)(x)  # noqa: E731
-    if self.glomo in ("embeddings", "rnn"):
-      layers.check_graphs(text_graphs, mask, self.transfer_layers, "text")
+    if self.variant in ("embeddings", "rnn"):
+      layers.check_graphs(text_graphs, mask, self.transfer.layers_for(), "text")
       text_graphs = jax.lax.stop_gradient(jnp.asarray(text_graphs, jnp.float32))
+    transfer = self.transfer.layer(self.variant, self.dropout_rate)
 
     x = layers.WordEmbedding(self.vocab_size, self.embed_dim, self.embedding_init,
                              self.freeze_embeddings, name="embed")(text)
-    if self.glomo == "embeddings":
-      x = self._transfer("glomo")(x, text_graphs, mask, train=train)
-    elif self.glomo == "uniform":
-      x = self._transfer("uniform")(x, None, mask, train=train)
+    if self.variant in ("embeddings", "uniform"):
+      x = transfer(x, text_graphs if self.variant == "embeddings" else None, mask,
+                   train=train)
     x = drop(x) * fmask
 
     for layer in range(self.num_rnn_layers()):
       x = layers.BiRNN(self.hidden, "gru", name=f"rnn_{layer}")(x, mask)
-      if layer == 0 and self.glomo == "rnn":
-        x = self._transfer("glomo")(x, text_graphs, mask, train=train) * fmask
+      if layer == 0 and self.variant == "rnn":
+        x = transfer(x, text_graphs, mask, train=train) * fmask
       x = drop(x)
 
     h = nn.relu(nn.Dense(self.hidden, name="linear")(x)) * fmask

@@ -1,0 +1,167 @@
+"""`TransferConfig`: every field of a text classification run (IMDB, SST-2,
+MNLI / SNLI, agreement), as dataclasses on `DownstreamConfig`.
+
+Experiments build it from a ConfigDict (`TransferConfig.from_dict(config.
+to_dict())`); unknown keys are errors. `check()` reports a config that
+cannot run (missing data path, a graph variant without a predictor, ...)
+before any work is done.
+"""
+from __future__ import annotations
+
+import dataclasses
+
+from glomo_jax.downstream.config import DownstreamConfig
+from glomo_jax.downstream.options import TfdsOptions
+from glomo_jax.tasks.datasets import TASKS
+from glomo_jax.transfer.options import TransferOptions
+
+# Each task's evaluation splits (reported as results, besides validation).
+EVAL_SPLITS = {name: spec.eval_splits for name, spec in TASKS.items()}
+EVAL_SPLITS["agreement"] = ("test",)
+SOURCES = ("files", "tfds", "synthetic")
+GRAPH_SOURCES = ("predictor", "arcs")
+
+
+@dataclasses.dataclass(frozen=True)
+class TaskFiles:
+  """Data files (source='files'; JSON lines, or TSV for sst2): 'train' is
+  required, 'validation' replaces the carved split, the others are
+  evaluation splits."""
+  train: str | None = None
+  validation: str | None = None
+  test: str | None = None
+  matched: str | None = None
+  mismatched: str | None = None
+
+
+@dataclasses.dataclass(frozen=True)
+class AgreementData:
+  """source='synthetic' (task 'agreement'): sentences of the built-in language
+  after the pretraining corpus `num_documents` / `seed`; split sizes."""
+  num_documents: int = 2000
+  seed: int = 0
+  train: int = 2000
+  validation: int = 500
+  test: int = 1000
+
+
+@dataclasses.dataclass(frozen=True)
+class VocabOptions:
+  min_count: int = 1
+  max_size: int | None = None
+
+
+@dataclasses.dataclass(frozen=True)
+class ClassifierOptions:
+  """The task model's fields (`TextClassifier` for one text, `ESIM` for two).
+
+  rnn_layers: stacked BiGRUs of TextClassifier, input-encoding BiLSTMs of
+  ESIM (None: 1, or 2 for the 'rnn' variant; 2 with 'baseline' is that
+  variant's baseline of the same depth); self_attention: ESIM only;
+  oov_scale, glove_scale: the random rows' std and the GloVe rows' factor
+  (`tasks.glove.embedding_matrix`); transfer: the graph transfer's options
+  (its num_layers: None = the predictor's L, 3 for 'uniform').
+  """
+  embed_dim: int = 100
+  hidden: int = 128
+  dropout_rate: float = 0.2
+  freeze_embeddings: bool = False
+  oov_scale: float = 0.1
+  glove_scale: float = 1.0
+  rnn_layers: int | None = None
+  self_attention: bool = True
+  transfer: TransferOptions = TransferOptions()
+
+
+@dataclasses.dataclass(frozen=True)
+class TransferConfig(DownstreamConfig):
+  """One text classification run: task data, word vectors, graph source,
+  model, training; and `DownstreamConfig`'s fields (variant, predictor_export,
+  optim, seed, data_seed, mesh_data, compile_fast).
+
+  Attributes:
+    task: 'imdb', 'sst2', 'mnli', 'snli' or 'agreement'.
+    source: 'files' (JSON lines; TSV for sst2), 'tfds' or 'synthetic' (task
+      'agreement').
+    files, tfds, synthetic: each source's settings.
+    val_fraction: of train, carved as validation when none is given.
+    max_train_examples, max_eval_examples: seeded random subsets.
+    vocab: vocabulary of the training split.
+    glove_path: GloVe text file (None: random word vectors).
+    max_words: cut every text (and graph) to this many words.
+    length_multiple: padded lengths are rounded up to a multiple of this.
+    bucket_batches: length bucketing window (`downstream.batches.batch_order`).
+    model: the task model's fields.
+    graph_cache_dir: where the word-graph caches go (None: <workdir>/graph_cache).
+    graph_cache_dtype: 'float16' or 'float32', or with graph_cache_topk
+      'uint8' (each row's weights as 8-bit levels). graph_cache_topk: None
+      stores the graphs dense; k keeps each row's k largest sources (exact
+      where k covers the row's nonzeros; `glomo_jax.transfer.cache`).
+      graph_batch_size: predictor batch while building the cache.
+      graph_self_loops: keep the weight between pieces of one word on the
+      word graphs' diagonal (default: no diagonal, as the authors' word
+      graphs; `transfer.align_graphs`).
+    graph_source: 'predictor' (the export's graphs) or 'arcs': the known
+      dependency arcs as graphs (`tasks.graphs.ArcGraphs`; the agreement
+      task only), what a perfect predictor would give; L from
+      model.transfer.num_layers (default 3), one head.
+    graph_text: what the predictor reads: 'raw', each text as written (its
+      pieces go to the task's words by characters), or 'words', the task's
+      lower-cased, PTB-split words joined by spaces.
+  """
+  task: str = "imdb"
+  source: str = "files"
+  files: TaskFiles = TaskFiles()
+  tfds: TfdsOptions = TfdsOptions()
+  synthetic: AgreementData = AgreementData()
+  val_fraction: float = 0.1
+  max_train_examples: int | None = None
+  max_eval_examples: int | None = None
+  vocab: VocabOptions = VocabOptions()
+  glove_path: str | None = None
+  max_words: int | None = None
+  length_multiple: int = 8
+  bucket_batches: int = 0
+  model: ClassifierOptions = ClassifierOptions()
+  graph_cache_dir: str | None = None
+  graph_cache_dtype: str = "float16"
+  graph_cache_topk: int | None = None
+  graph_batch_size: int = 32
+  graph_self_loops: bool = False
+  graph_source: str = "predictor"
+  graph_text: str = "raw"
+
+  def check(self) -> None:
+    """Raises ValueError naming what cannot work, and how to fix it."""
+    if self.task not in EVAL_SPLITS:
+      raise ValueError(f"unknown task {self.task!r}: one of {sorted(EVAL_SPLITS)}")
+    super().check()
+    if self.source not in SOURCES:
+      raise ValueError(f"unknown source {self.source!r}: one of {list(SOURCES)}")
+    self.model.transfer.check("model.transfer")
+    if (self.task == "agreement") != (self.source == "synthetic"):
+      raise ValueError("task 'agreement' reads source='synthetic' (the built-in language), "
+                       f"and only it does: got task {self.task!r}, source {self.source!r}")
+    if self.source == "files":
+      if not self.files.train:
+        raise ValueError("source='files' needs --config.files.train=PATH (JSON lines, e.g. "
+                         "../shared/data/imdb/imdb_train.jsonl.gz; sst2: the TSV, "
+                         "../shared/data/sst2/sst2_train.tsv.gz)")
+      wrong = [n for n, p in dataclasses.asdict(self.files).items()
+               if p and n not in ("train", "validation") + EVAL_SPLITS[self.task]]
+      if wrong:
+        raise ValueError(f"task {self.task!r} has no split {wrong}; its evaluation "
+                         f"splits are {list(EVAL_SPLITS[self.task])}")
+    if self.graph_source not in GRAPH_SOURCES:
+      raise ValueError(f"unknown graph_source {self.graph_source!r}: one of "
+                       f"{list(GRAPH_SOURCES)}")
+    if self.graph_text not in ("raw", "words"):
+      raise ValueError(f"unknown graph_text {self.graph_text!r}: 'raw' or 'words'")
+    if self.graph_source == "arcs" and self.source != "synthetic":
+      raise ValueError("graph_source='arcs' needs known arcs: only the agreement task "
+                       "(source='synthetic') has them")
+    if self.reads_graphs and self.graph_source == "predictor":
+      self.check_predictor()
+      if not self.max_words:
+        raise ValueError(f"variant {self.variant!r} needs max_words (the graph cache "
+                         "stores max_words × max_words graphs)")
