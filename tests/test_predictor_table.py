@@ -9,6 +9,7 @@ import sys
 import pytest
 
 from conftest import REPO
+from experiments.table_format import losses_comparable, quality_table
 from experiments.table_rows import parse_row, row_config, table_rows
 
 # words of the built-in language, one piece each for the demo's word tokenizer
@@ -55,6 +56,11 @@ def test_rows_are_parsed_and_applied_to_the_config():
     c = PretrainConfig.from_dict(base)
     assert (c.optimizer, c.learning_rate, c.momentum, c.clip_norm) == (
         optimizer, lr, momentum, clip)
+  # held-out losses compare within one objective and context length
+  model = PretrainConfig().model
+  assert losses_comparable(row_config(base, {"model.decoupled": False}, None, "/r", 0).model, model)
+  for change in ({"model.objective": "sentence"}, {"model.context_length": 1}):
+    assert not losses_comparable(row_config(base, change, None, "/r", 0).model, model)
   rows = table_rows(["ablations"], ["full"], ["mine: seed=3"])
   assert list(rows) == ["full", "mine"]
   with pytest.raises(ValueError, match="unknown row set"):
@@ -67,7 +73,7 @@ def test_table_runs_rows_measures_them_and_resumes(tmp_path):
   root = tmp_path / "table"
   cmd = [sys.executable, "-m", "experiments.predictor_table",
          "--pretrain_config=experiments/configs/demo.py:tiny", f"--root={root}", "--steps=3",
-         "--rows=ablations", "--only=full,no_unit_level",
+         "--rows=ablations", "--only=full",
          "--row=planted: graph_source=planted",
          "--row=frozen: graph_source=export graph_export={root}/full_s{seed}/export",
          f"--conllu={conllu}", "--transfer_config=experiments/configs/agreement.py:tiny",
@@ -82,9 +88,11 @@ def test_table_runs_rows_measures_them_and_resumes(tmp_path):
     return {line.split(" | ")[0][2:]: line for line in block.splitlines()}
   rows, health = table("| row | seeds | held-out loss"), table("| row | seed | step")
   transfer, arc_rows = table("| row | transfer accuracy"), table("| row | planted arcs")
-  assert {"full", "no_unit_level", "planted", "frozen"} <= set(rows)
-  assert "not comparable" in rows["no_unit_level"] and "not comparable" not in rows["full"]
+  assert {"full", "planted", "frozen"} <= set(rows)
+  assert "not comparable" not in rows["full"]
   full = json.loads((root / "full_s0" / "record.json").read_text())
+  other = quality_table({"ctx1": [{**full, "comparable": False}]})
+  assert f"({full['heldout_loss']:.3f}, not comparable)" in other
   assert full["step"] == 3 and full["heads"] == 2 * 2 * 4 and full["tokens_seen"] > 0
   assert [h["step"] for h in full["health_by_step"]][-1] == 3
   assert full["health_by_step"][-1]["dead_heads"] == full["dead_heads"]
@@ -107,10 +115,10 @@ def test_table_runs_rows_measures_them_and_resumes(tmp_path):
   assert planted["empty_rows"] < full["empty_rows"] or planted["dead_heads"] == 0
   frozen = json.loads((root / "frozen_s0" / "config.json").read_text())
   assert frozen["graph_export"] == f"{root}/full_s0/export"
-  assert {"full", "no_unit_level", "uniform graph (at transfer)"} <= set(transfer)
+  assert {"full", "uniform graph (at transfer)"} <= set(transfer)
   assert os.path.exists(root / "full_s0" / "transfer" / "embeddings_s0" / "results.json")
   again = subprocess.run(cmd, cwd=REPO, capture_output=True, text=True, timeout=300)
-  assert again.returncode == 0 and again.stdout.count("done already") == 3
+  assert again.returncode == 0 and again.stdout.count("done already") == 2, again.stdout
   bad = subprocess.run(cmd[:5] + ["--rows=ablations", "--only=full,no_such"], cwd=REPO,
                        capture_output=True, text=True, timeout=120)
   assert bad.returncode == 1 and "no_such" in bad.stderr.strip().splitlines()[-1]
