@@ -56,6 +56,11 @@ def test_rows_are_parsed_and_applied_to_the_config():
     c = PretrainConfig.from_dict(base)
     assert (c.optimizer, c.learning_rate, c.momentum, c.clip_norm) == (
         optimizer, lr, momentum, clip)
+  # ':local' is the 'sgd_prior_local' row of the table
+  local = PretrainConfig.from_dict(wiki_cpu.get_config("local").to_dict())
+  base = PretrainConfig.from_dict(wiki_cpu.get_config("").to_dict()).to_dict()
+  assert local == row_config(base, table_rows(["distance_prior"], ["sgd_prior_local"], [])[
+      "sgd_prior_local"], None, "/r", 0)
   # held-out losses compare within one objective and context length
   model = PretrainConfig().model
   assert losses_comparable(row_config(base, {"model.decoupled": False}, None, "/r", 0).model, model)
