@@ -13,31 +13,17 @@ import os
 import random
 import re
 import signal
-import socket
 import subprocess
 import sys
 import time
 
 import jax
 import numpy as np
-import orbax.checkpoint as ocp
 
-from conftest import (REPO, assert_trees_equal, kill_seed, wait_for_checkpoint,
-                      xla_flags_with_devices)
+from conftest import REPO, assert_trees_equal, kill_seed, wait_for_checkpoint
+from hosts import environment, free_port, saved_state, start_hosts, wait_ok
 
 STEPS = 8
-
-
-def free_port() -> int:
-  with socket.socket() as s:
-    s.bind(("127.0.0.1", 0))
-    return s.getsockname()[1]
-
-
-def environment(devices: int) -> dict:
-  env = {k: v for k, v in os.environ.items() if k != "GLOMO_JAX_CPU_TUNING"}
-  env.update(JAX_PLATFORMS="cpu", XLA_FLAGS=xla_flags_with_devices(devices))
-  return env
 
 
 def pretrain_cmd(workdir, steps=STEPS, *extra):
@@ -51,34 +37,8 @@ def pretrain_cmd(workdir, steps=STEPS, *extra):
           "--compilation_cache_dir=", *extra]
 
 
-def start_hosts(cmd, logs, port=None):
-  """Starts cmd as process i of 2 (4 devices each); output to logs[i]."""
-  port = port or free_port()
-  procs = []
-  for i, log in enumerate(logs):
-    with open(log, "w") as f:
-      procs.append(subprocess.Popen(
-          cmd + ["--distributed", f"--coordinator_address=127.0.0.1:{port}",
-                 "--num_processes=2", f"--process_id={i}"],
-          cwd=REPO, env=environment(4), stdout=f, stderr=subprocess.STDOUT))
-  return procs
-
-
-def wait_ok(procs, logs):
-  codes = [p.wait(timeout=600) for p in procs]
-  assert codes == [0] * len(procs), [log.read_text()[-3000:] for log in logs]
-
-
 def final_state(workdir, step=STEPS):
-  """The saved state of `step`, on this process's first device (whatever
-  mesh and hosts saved it)."""
-  path = os.path.join(workdir, "checkpoints", str(step), "state")
-  checkpointer = ocp.StandardCheckpointer()
-  device = jax.sharding.SingleDeviceSharding(jax.devices()[0])
-  target = jax.tree_util.tree_map(
-      lambda m: jax.ShapeDtypeStruct(m.shape, m.dtype, sharding=device),
-      checkpointer.metadata(path).item_metadata.tree)
-  return checkpointer.restore(path, target)
+  return saved_state(workdir, "checkpoints", step)
 
 
 def test_two_hosts_train_as_one_and_resume_exactly_after_a_sigkill(tmp_path):

@@ -1,0 +1,54 @@
+"""Several hosts (jax.distributed) simulated by processes on 127.0.0.1, each
+with its own fake CPU devices: the helpers of the multi-host tests."""
+import os
+import socket
+import subprocess
+
+import jax
+import orbax.checkpoint as ocp
+
+from conftest import REPO, xla_flags_with_devices
+
+
+def free_port() -> int:
+  with socket.socket() as s:
+    s.bind(("127.0.0.1", 0))
+    return s.getsockname()[1]
+
+
+def environment(devices: int) -> dict:
+  """The test's environment for a process of `devices` fake CPU devices."""
+  env = {k: v for k, v in os.environ.items() if k != "GLOMO_JAX_CPU_TUNING"}
+  env.update(JAX_PLATFORMS="cpu", XLA_FLAGS=xla_flags_with_devices(devices))
+  return env
+
+
+def start_hosts(cmd, logs, port=None):
+  """Starts the entry-point command `cmd` as process i of len(logs) (4 devices
+  each), output to logs[i]."""
+  port = port or free_port()
+  procs = []
+  for i, log in enumerate(logs):
+    with open(log, "w") as f:
+      procs.append(subprocess.Popen(
+          cmd + ["--distributed", f"--coordinator_address=127.0.0.1:{port}",
+                 f"--num_processes={len(logs)}", f"--process_id={i}"],
+          cwd=REPO, env=environment(4), stdout=f, stderr=subprocess.STDOUT))
+  return procs
+
+
+def wait_ok(procs, logs):
+  codes = [p.wait(timeout=600) for p in procs]
+  assert codes == [0] * len(procs), [log.read_text()[-3000:] for log in logs]
+
+
+def saved_state(workdir, folder: str, step: int):
+  """The state saved at `step` in workdir/folder ('checkpoints', 'best'), on
+  this process's first device, whatever mesh and hosts saved it."""
+  path = os.path.join(workdir, folder, str(step), "state")
+  checkpointer = ocp.StandardCheckpointer()
+  device = jax.sharding.SingleDeviceSharding(jax.devices()[0])
+  target = jax.tree_util.tree_map(
+      lambda m: jax.ShapeDtypeStruct(m.shape, m.dtype, sharding=device),
+      checkpointer.metadata(path).item_metadata.tree)
+  return checkpointer.restore(path, target)

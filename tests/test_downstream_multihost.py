@@ -1,0 +1,80 @@
+"""A downstream run on several hosts (jax.distributed, processes on
+127.0.0.1 with 4 fake CPU devices each): 2 processes × 4 devices train the
+one-text classifier as 1 process × 8 devices does, and a run SIGKILLed after
+a random checkpoint and restarted ends bit for bit where a straight run of
+the same hosts ends (state, best variables, results.json)."""
+import json
+import random
+import signal
+import subprocess
+import sys
+
+import jax
+import numpy as np
+
+from conftest import REPO, assert_trees_equal, kill_seed, reviews, wait_for_checkpoint, write_jsonl
+from hosts import environment, saved_state, start_hosts, wait_ok
+
+STEPS = 12
+TIMING = ("train_time_s", "wall_time_s")
+
+
+def transfer_cmd(workdir, train, test):
+  # SGD: Adam would turn the float noise of near-zero gradients (summed in
+  # another order on another mesh) into ±learning-rate steps
+  return [sys.executable, "-m", "experiments.transfer",
+          "--config=experiments/configs/imdb.py:tiny", f"--workdir={workdir}",
+          f"--config.files.train={train}", f"--config.files.test={test}",
+          "--config.optim.optimizer=sgd", "--config.optim.learning_rate=0.05",
+          "--config.optim.batch_size=8", "--config.optim.eval_batch_size=8",
+          f"--config.optim.steps={STEPS}", "--config.optim.eval_every=4",
+          "--config.optim.checkpoint_every=2", "--config.optim.log_every=2"]
+
+
+def results(workdir):
+  out = json.loads((workdir / "results.json").read_text())
+  return {k: v for k, v in out.items() if k not in TIMING}
+
+
+def test_two_hosts_train_as_one_and_resume_exactly_after_a_sigkill(tmp_path):
+  train = write_jsonl(tmp_path / "train.jsonl", reviews(80, 0))
+  test = write_jsonl(tmp_path / "test.jsonl", reviews(16, 1))
+  one = tmp_path / "one_host"
+  out = subprocess.run(transfer_cmd(one, train, test), cwd=REPO, env=environment(8),
+                       capture_output=True, text=True, timeout=600)
+  assert out.returncode == 0, out.stderr[-3000:]
+
+  straight, logs = tmp_path / "two_hosts", [tmp_path / f"straight{i}.log" for i in range(2)]
+  wait_ok(start_hosts(transfer_cmd(straight, train, test), logs), logs)
+  assert "process 1 of 2, 4 local / 8 global devices" in logs[1].read_text()
+  a, b = results(one), results(straight)
+  np.testing.assert_allclose([c["train_loss"] for c in a["curves"]],
+                             [c["train_loss"] for c in b["curves"]], rtol=1e-5)
+  assert [c["validation_accuracy"] for c in a["curves"]] == [
+      c["validation_accuracy"] for c in b["curves"]]
+  assert (a["test"], a["best_step"]) == (b["test"], b["best_step"])
+  x, y = (saved_state(str(d), "checkpoints", STEPS)["params"] for d in (one, straight))
+  for u, v in zip(jax.tree_util.tree_leaves(x), jax.tree_util.tree_leaves(y)):
+    np.testing.assert_allclose(np.asarray(u), np.asarray(v), rtol=2e-5, atol=2e-6)
+
+  # SIGKILL one process after a random checkpoint; its partner is then killed too.
+  killed, logs = tmp_path / "killed", [tmp_path / f"killed{i}.log" for i in range(2)]
+  seed = kill_seed("test_downstream_two_hosts_sigkill")
+  print(f"kill seed {seed} (GLOMO_JAX_KILL_SEED={seed} replays this test's kill point)")
+  rng = random.Random(seed)
+  target, victim = rng.randint(2, STEPS - 2), rng.randrange(2)
+  procs = start_hosts(transfer_cmd(killed, train, test), logs)
+  wait_for_checkpoint(killed / "checkpoints", target, procs)
+  procs[victim].send_signal(signal.SIGKILL)
+  procs[victim].wait()
+  procs[1 - victim].send_signal(signal.SIGKILL)
+  procs[1 - victim].wait()
+  assert procs[victim].returncode == -signal.SIGKILL, "the run ended before the kill"
+  wait_ok(start_hosts(transfer_cmd(killed, train, test), logs), logs)
+  assert "resumed from the checkpoint at step" in logs[0].read_text()
+  assert_trees_equal(saved_state(str(straight), "checkpoints", STEPS),
+                     saved_state(str(killed), "checkpoints", STEPS))
+  best = results(straight)["best_step"]
+  assert_trees_equal(saved_state(str(straight), "best", best)["params"],
+                     saved_state(str(killed), "best", best)["params"])
+  assert results(straight) == results(killed)
