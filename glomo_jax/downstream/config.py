@@ -18,7 +18,8 @@ from glomo_jax.transfer.options import GRAPH_VARIANTS, TEXT_VARIANTS, check_vari
 # graph transfer computes the same numbers. With a cosine schedule the length
 # is the schedule's, so it may not change.
 RESUMABLE_CHANGES = ("optim.steps", "optim.epochs", "optim.log_every",
-                     "optim.checkpoint_every", "graph_cache_dir", "model.transfer.apply_as")
+                     "optim.checkpoint_every", "graph_cache_dir", "model.transfer.apply_as",
+                     "transfer.apply_as")   # the text and SQuAD models' path; CIFAR's
 LENGTH = ("optim.steps", "optim.epochs")
 
 

@@ -142,7 +142,8 @@ class PixelPretrainingTask(Task):
   def optimizer(self):
     c = self.config
     return make_optimizer(c.optimizer, c.learning_rate, momentum=c.momentum,
-                          clip_norm=c.clip_norm, weight_decay=c.weight_decay)
+                          clip_norm=c.clip_norm, weight_decay=c.weight_decay,
+                          always_chain=False)
 
   def loss(self, variables, batch, rngs):
     (loss, metrics), updates = self.model.apply(

@@ -123,4 +123,5 @@ class PretrainConfig(DictConfig):
   def build_optimizer(self):
     """The run's optimiser (`glomo_jax.train.optimizer.make_optimizer`)."""
     return make_optimizer(self.optimizer, self.learning_rate, momentum=self.momentum,
-                          clip_norm=self.clip_norm, weight_decay=self.weight_decay)
+                          clip_norm=self.clip_norm, weight_decay=self.weight_decay,
+                          always_chain=False)

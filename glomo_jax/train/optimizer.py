@@ -21,13 +21,17 @@ def make_optimizer(name: str = "sgd", learning_rate: float | Callable = 8.0, *,
                    momentum: float = 0.2, nesterov: bool = False,
                    clip_norm: float | None = 0.25, weight_decay: float = 0.0,
                    decay: str = "decoupled", b1: float = 0.9, b2: float = 0.999,
-                   eps: float = 1e-8) -> optax.GradientTransformation:
+                   eps: float = 1e-8, always_chain: bool = True
+                   ) -> optax.GradientTransformation:
   """Global-norm clipping (clip_norm > 0), L2 weight decay (decay 'l2'),
   then the optimiser: 'sgd' (momentum, optionally Nesterov; 0: none), 'adam'
   (b1, b2, eps; AdamW with a 'decoupled' weight_decay) or 'adadelta'
   (optax's defaults).
 
   learning_rate: a number or an optax schedule (step -> rate).
+  always_chain: False returns the bare optimiser when nothing comes before it
+    (the layout of the pretraining state's checkpoints; downstream runs keep
+    a chain of one).
   weight_decay: 0 for none; 'decoupled' (AdamW's: the parameters shrink
     apart from the gradient; 'adam' only) or 'l2' (weight_decay · p added to
     the gradients before the optimiser, any optimiser: the CIFAR recipe).
@@ -49,4 +53,6 @@ def make_optimizer(name: str = "sgd", learning_rate: float | Callable = 8.0, *,
     opt = optax.adadelta(learning_rate)
   clip = [optax.clip_by_global_norm(clip_norm)] if clip_norm and clip_norm > 0 else []
   l2 = [optax.add_decayed_weights(weight_decay)] if weight_decay and decay == "l2" else []
+  if not (clip or l2 or always_chain):
+    return opt
   return optax.chain(*clip, *l2, opt)
