@@ -81,6 +81,26 @@ def set_fields(group: Mapping[str, Any]) -> dict | None:
   return out or None
 
 
+def moved_fields(values: Mapping[str, Any], moved: Mapping[str, str],
+                 fields: Mapping[str, Any]) -> Mapping[str, Any]:
+  """`values` with the keys of an earlier layout (`moved`: old key -> dotted
+  path of its field now, e.g. 'num_steps' -> 'loop.num_steps') put where
+  their fields are now, so a run's recorded config.json of that layout still
+  reads. A key that is a field now stays where it is."""
+  old = [k for k in values if k in moved and k not in fields]
+  if not old:
+    return values
+  out = {k: (dict(v) if isinstance(v, Mapping) else v) for k, v in values.items()
+         if k not in old}
+  for key in old:
+    *parents, leaf = moved[key].split(".")
+    node = out
+    for part in parents:
+      node = node.setdefault(part, {})
+    node.setdefault(leaf, values[key])
+  return out
+
+
 def from_dict(cls, values: Mapping[str, Any], where: str | None = None):
   """An instance of dataclass `cls` from a (nested) mapping of its fields.
 
@@ -97,6 +117,7 @@ def from_dict(cls, values: Mapping[str, Any], where: str | None = None):
   if not isinstance(values, Mapping):
     raise InputError(where, f"must be a mapping of its fields, got {type(values).__name__}")
   fields = {f.name: f for f in dataclasses.fields(cls)}
+  values = moved_fields(values, getattr(cls, "MOVED_FIELDS", {}), fields)
   unknown = sorted(set(values) - set(fields), key=str)
   if unknown:
     raise InputError(where, f"unknown fields {unknown}; known: {sorted(fields)}")

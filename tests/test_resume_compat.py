@@ -45,3 +45,53 @@ def test_a_resumed_run_may_change_how_the_transfer_applies_its_graphs():
       text.model, transfer=dataclasses.replace(text.model.transfer, apply_as="candidates")))
   changed = changed_fields(text.to_dict(), other.to_dict())
   assert changed == ["model.transfer.apply_as"] and set(changed) <= set(other.resumable())
+
+
+OLD_TRANSFER_NAMES = {"num_layers": "transfer_layers", "num_mixtures": "num_mixtures",
+                      "conditioned": "conditioned", "features": "transfer_features",
+                      "apply_as": "graph_apply"}
+
+
+def flat_transfer(group: dict) -> dict:
+  """A model group as config.json held it before the `transfer` group."""
+  out = {k: v for k, v in group.items() if k != "transfer"}
+  out.update({OLD_TRANSFER_NAMES[k]: v for k, v in group["transfer"].items()})
+  return out
+
+
+def test_a_config_json_of_the_earlier_layout_reads_and_resumes(tmp_path):
+  """config.json written before the loop fields moved under `loop` and the
+  graph-transfer fields into `transfer` reads as the same config (export,
+  the answer command), and a resumed run compares it field by field."""
+  import json  # noqa: PLC0415
+  import types  # noqa: PLC0415
+  import pytest  # noqa: PLC0415
+  from glomo_jax.images.cifar import CifarConfig  # noqa: PLC0415
+  from glomo_jax.squad import SquadConfig  # noqa: PLC0415
+  from glomo_jax.tasks import TransferConfig  # noqa: PLC0415
+  from glomo_jax.train.run_config import record_run_config  # noqa: PLC0415
+  config = PretrainConfig(loop=PretrainConfig().loop.__class__(num_steps=77, eval_every=5))
+  flat = {k: v for k, v in config.to_dict().items() if k != "loop"} | config.to_dict()["loop"]
+  assert PretrainConfig.from_dict(flat) == config
+  text = TransferConfig()
+  old = text.to_dict() | {"model": flat_transfer(text.to_dict()["model"])}
+  old["model"]["graph_apply"] = "mixtures"
+  assert TransferConfig.from_dict(old).model.transfer.apply_as == "mixtures"
+  squad = SquadConfig()
+  assert SquadConfig.from_dict(squad.to_dict() | {
+      "model": flat_transfer(squad.to_dict()["model"])}) == squad
+  cifar = CifarConfig()
+  old_cifar = {k: v for k, v in cifar.to_dict().items() if k != "transfer"}
+  old_cifar |= {"num_mixtures": 2, "conditioned": True, "transfer_features": None}
+  assert CifarConfig.from_dict(old_cifar) == cifar
+  # a resumed text run: the recorded earlier layout is the same config
+  (tmp_path / "config.json").write_text(json.dumps(old))
+  ctx = types.SimpleNamespace(workdir=str(tmp_path), state=types.SimpleNamespace(step=3),
+                              is_main=False)
+  same = TransferConfig.from_dict(old)
+  record_run_config(ctx, same.to_dict(), same.resumable(), TransferConfig)
+  with pytest.raises(ValueError, match=r"changed: model\.transfer\.num_mixtures"):
+    other = same.replace(model=same.model.__class__(**{
+        **vars(same.model), "transfer": same.model.transfer.__class__(num_mixtures=3,
+                                                                      apply_as="mixtures")}))
+    record_run_config(ctx, other.to_dict(), other.resumable(), TransferConfig)

@@ -86,7 +86,8 @@ class DownstreamTask(Task):
 
   def on_start(self, ctx: RunContext) -> None:
     """Records the config (a resumed run must have the same one)."""
-    record_run_config(ctx, self.config.to_dict(), self.config.resumable())
+    record_run_config(ctx, self.config.to_dict(), self.config.resumable(),
+                      type(self.config))
 
   def on_end(self, ctx: RunContext) -> dict[str, Any]:
     """{'results': {'validation': the best validation score, <held-out

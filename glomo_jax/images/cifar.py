@@ -39,7 +39,7 @@ from glomo_jax.images.data import ImageSet, ImageSource, carve_validation, read_
 from glomo_jax.images.pixel_transfer import GLoMoResNet
 from glomo_jax.train.task import RunEval
 from glomo_jax.train.workdir import holding_workdir
-from glomo_jax.transfer.options import PIXEL_VARIANTS, TransferOptions
+from glomo_jax.transfer.options import PIXEL_VARIANTS, TRANSFER_MOVED_FIELDS, TransferOptions
 
 logger = logging.getLogger("glomo_jax.train")
 
@@ -79,6 +79,7 @@ class CifarConfig(DownstreamConfig):
   depth: int = 18
   width: int = 64
   transfer: TransferOptions = TransferOptions()
+  MOVED_FIELDS = TRANSFER_MOVED_FIELDS
 
   def __post_init__(self):
     for name, kind in (("train", ImageSource), ("test", ImageSource), ("optim", OptimOptions),

@@ -25,7 +25,7 @@ from glomo_jax.downstream.batches import ExampleBatches, batch_order, host_rows
 from glomo_jax.images.data import ImageSource, carve_validation, downsample, read_images
 from glomo_jax.models.pixel_glomo import PixelGLoMo
 from glomo_jax.train import loop
-from glomo_jax.train.config import LoopConfig, LoopOptions
+from glomo_jax.train.config import LOOP_MOVED_FIELDS, LoopConfig, LoopOptions
 from glomo_jax.train.optimizer import make_optimizer
 from glomo_jax.train.run_config import record_run_config
 from glomo_jax.train.task import RunContext, RunEval, Task
@@ -71,6 +71,7 @@ class ImagePretrainConfig(DictConfig):
   clip_norm: float = 1.0
   weight_decay: float = 0.0
   loop: LoopOptions = LoopOptions()
+  MOVED_FIELDS = LOOP_MOVED_FIELDS
   eval_batches: int = 20
   seed: int = 0
   export: bool = True
@@ -181,7 +182,7 @@ class PixelPretrainingTask(Task):
     return {"loss": loss, "bits_per_value": loss / np.log(2.0), "values": values}
 
   def on_start(self, ctx: RunContext) -> None:
-    record_run_config(ctx, self.config.to_dict(), RESUMABLE_CHANGES)
+    record_run_config(ctx, self.config.to_dict(), RESUMABLE_CHANGES, type(self.config))
 
   def on_end(self, ctx: RunContext) -> dict:
     if not self.config.export:

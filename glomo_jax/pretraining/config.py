@@ -13,7 +13,7 @@ from typing import Mapping
 from glomo_jax.config import DictConfig, ModelConfig, from_dict
 from glomo_jax.data.corpus import CorpusSpec
 from glomo_jax.pretraining.fixed_graphs import SOURCES as GRAPH_SOURCES
-from glomo_jax.train.config import LoopConfig, LoopOptions
+from glomo_jax.train.config import LOOP_MOVED_FIELDS, LoopConfig, LoopOptions
 from glomo_jax.train.optimizer import make_optimizer
 
 OPTIMIZERS = ("sgd", "adam")
@@ -69,6 +69,7 @@ class PretrainConfig(DictConfig):
   clip_norm: float = 0.25
   weight_decay: float = 0.0
   loop: LoopOptions = LoopOptions()
+  MOVED_FIELDS = LOOP_MOVED_FIELDS
   eval_batches: int = 20
   seed: int = 0
   graph_source: str = "predicted"

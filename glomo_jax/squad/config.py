@@ -10,7 +10,7 @@ import dataclasses
 
 from glomo_jax.downstream.config import DownstreamConfig
 from glomo_jax.downstream.options import TfdsOptions
-from glomo_jax.transfer.options import TransferOptions
+from glomo_jax.transfer.options import TRANSFER_MOVED_FIELDS, TransferOptions
 
 SOURCES = ("files", "tfds")
 
@@ -38,6 +38,7 @@ class ReaderOptions:
   dense: int = 200
   dropout_rate: float = 0.2
   transfer: TransferOptions = TransferOptions()
+  MOVED_FIELDS = TRANSFER_MOVED_FIELDS
 
 
 @dataclasses.dataclass(frozen=True)

@@ -13,7 +13,7 @@ import dataclasses
 from glomo_jax.downstream.config import DownstreamConfig
 from glomo_jax.downstream.options import TfdsOptions
 from glomo_jax.tasks.datasets import TASKS
-from glomo_jax.transfer.options import TransferOptions
+from glomo_jax.transfer.options import TRANSFER_MOVED_FIELDS, TransferOptions
 
 # Each task's evaluation splits (reported as results, besides validation).
 EVAL_SPLITS = {name: spec.eval_splits for name, spec in TASKS.items()}
@@ -71,6 +71,7 @@ class ClassifierOptions:
   rnn_layers: int | None = None
   self_attention: bool = True
   transfer: TransferOptions = TransferOptions()
+  MOVED_FIELDS = TRANSFER_MOVED_FIELDS
 
 
 @dataclasses.dataclass(frozen=True)

@@ -99,3 +99,8 @@ class LoopOptions:
     """A LoopConfig of these settings and `fields` (seed, select_metric, ...;
     they override)."""
     return LoopConfig(**{**dataclasses.asdict(self), **fields})
+
+
+# A pretraining config.json written before these fields moved under `loop`
+# reads into the current layout (`glomo_jax.config.moved_fields`).
+LOOP_MOVED_FIELDS = {f.name: f"loop.{f.name}" for f in dataclasses.fields(LoopOptions)}

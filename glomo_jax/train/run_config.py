@@ -8,6 +8,7 @@ import json
 import os
 from typing import Any, Mapping, Sequence
 
+from glomo_jax.errors import InputError
 from glomo_jax.io import write_json
 
 CONFIG_FILE = "config.json"
@@ -29,10 +30,14 @@ def changed_fields(old: Mapping[str, Any], new: Mapping[str, Any], prefix: str =
   return out
 
 
-def record_run_config(ctx, config: Mapping[str, Any], resumable: Sequence[str] = ()) -> None:
+def record_run_config(ctx, config: Mapping[str, Any], resumable: Sequence[str] = (),
+                      config_class=None) -> None:
   """Writes a run's config dict to <workdir>/config.json; a resumed run
   (ctx.state.step > 0) must have the same one up to the dotted fields of
   `resumable`. ctx: the training loop's RunContext (in a task's on_start).
+  config_class: the config's dataclass; the recorded dict is read through its
+  `from_dict`, so a config.json of an earlier layout (fields that moved,
+  `MOVED_FIELDS`) compares field by field.
 
   Raises:
     ValueError: the workdir holds a run of another config (naming the
@@ -42,7 +47,13 @@ def record_run_config(ctx, config: Mapping[str, Any], resumable: Sequence[str] =
   now = json.loads(json.dumps(config))
   if int(ctx.state.step) > 0 and os.path.exists(path):
     with open(path, encoding="utf-8") as f:
-      changed = [k for k in changed_fields(json.load(f), now) if k not in resumable]
+      recorded = json.load(f)
+    if config_class is not None:
+      try:
+        recorded = json.loads(json.dumps(config_class.from_dict(recorded).to_dict()))
+      except (InputError, TypeError, ValueError):
+        pass                          # compared as written: its fields name the change
+    changed = [k for k in changed_fields(recorded, now) if k not in resumable]
     if changed:
       raise ValueError(f"{ctx.workdir} holds a run of another config (changed: "
                        f"{', '.join(changed)}); rerun with its settings ({path}) or use a "

@@ -81,3 +81,12 @@ class TransferOptions:
                          num_layers=self.layers_for(), num_mixtures=self.num_mixtures,
                          conditioned=self.conditioned, features=self.features,
                          dropout_rate=dropout_rate, apply_as=self.apply_as, name=name)
+
+
+# A task config.json written before the graph-transfer fields became one
+# `transfer` group reads into the current layout (`glomo_jax.config.moved_fields`).
+TRANSFER_MOVED_FIELDS = {"transfer_layers": "transfer.num_layers",
+                         "num_mixtures": "transfer.num_mixtures",
+                         "conditioned": "transfer.conditioned",
+                         "transfer_features": "transfer.features",
+                         "graph_apply": "transfer.apply_as"}
