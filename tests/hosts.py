@@ -1,13 +1,15 @@
 """Several hosts (jax.distributed) simulated by processes on 127.0.0.1, each
 with its own fake CPU devices: the helpers of the multi-host tests."""
 import os
+import random
+import signal
 import socket
 import subprocess
 
 import jax
 import orbax.checkpoint as ocp
 
-from conftest import REPO, xla_flags_with_devices
+from conftest import REPO, kill_seed, wait_for_checkpoint, xla_flags_with_devices
 
 
 def free_port() -> int:
@@ -52,3 +54,19 @@ def saved_state(workdir, folder: str, step: int):
       lambda m: jax.ShapeDtypeStruct(m.shape, m.dtype, sharding=device),
       checkpointer.metadata(path).item_metadata.tree)
   return checkpointer.restore(path, target)
+
+
+def kill_hosts_after_a_checkpoint(cmd, logs, checkpoints, last_target: int, name: str):
+  """Starts `cmd` on len(logs) hosts and SIGKILLs one of them (then the
+  others) once `checkpoints` holds a step drawn from [2, last_target]; the
+  step and the victim come from the seed `kill_seed(name)`, printed."""
+  seed = kill_seed(name)
+  print(f"kill seed {seed} (GLOMO_JAX_KILL_SEED={seed} replays this test's kill point)")
+  rng = random.Random(seed)
+  target, victim = rng.randint(2, last_target), rng.randrange(len(logs))
+  procs = start_hosts(cmd, logs)
+  wait_for_checkpoint(checkpoints, target, procs)
+  for i in [victim] + [i for i in range(len(procs)) if i != victim]:
+    procs[i].send_signal(signal.SIGKILL)
+    procs[i].wait()
+  assert procs[victim].returncode == -signal.SIGKILL, "the run ended before the kill"

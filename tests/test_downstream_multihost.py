@@ -4,16 +4,14 @@ one-text classifier as 1 process × 8 devices does, and a run SIGKILLed after
 a random checkpoint and restarted ends bit for bit where a straight run of
 the same hosts ends (state, best variables, results.json)."""
 import json
-import random
-import signal
 import subprocess
 import sys
 
 import jax
 import numpy as np
 
-from conftest import REPO, assert_trees_equal, kill_seed, reviews, wait_for_checkpoint, write_jsonl
-from hosts import environment, saved_state, start_hosts, wait_ok
+from conftest import REPO, assert_trees_equal, reviews, write_jsonl
+from hosts import environment, kill_hosts_after_a_checkpoint, saved_state, start_hosts, wait_ok
 
 STEPS = 12
 TIMING = ("train_time_s", "wall_time_s")
@@ -59,17 +57,8 @@ def test_two_hosts_train_as_one_and_resume_exactly_after_a_sigkill(tmp_path):
 
   # SIGKILL one process after a random checkpoint; its partner is then killed too.
   killed, logs = tmp_path / "killed", [tmp_path / f"killed{i}.log" for i in range(2)]
-  seed = kill_seed("test_downstream_two_hosts_sigkill")
-  print(f"kill seed {seed} (GLOMO_JAX_KILL_SEED={seed} replays this test's kill point)")
-  rng = random.Random(seed)
-  target, victim = rng.randint(2, STEPS - 2), rng.randrange(2)
-  procs = start_hosts(transfer_cmd(killed, train, test), logs)
-  wait_for_checkpoint(killed / "checkpoints", target, procs)
-  procs[victim].send_signal(signal.SIGKILL)
-  procs[victim].wait()
-  procs[1 - victim].send_signal(signal.SIGKILL)
-  procs[1 - victim].wait()
-  assert procs[victim].returncode == -signal.SIGKILL, "the run ended before the kill"
+  kill_hosts_after_a_checkpoint(transfer_cmd(killed, train, test), logs, killed / "checkpoints", STEPS - 2,
+                                "test_downstream_two_hosts_sigkill")
   wait_ok(start_hosts(transfer_cmd(killed, train, test), logs), logs)
   assert "resumed from the checkpoint at step" in logs[0].read_text()
   assert_trees_equal(saved_state(str(straight), "checkpoints", STEPS),

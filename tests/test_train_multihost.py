@@ -10,7 +10,6 @@ fake CPU devices:
   window is read twice and none is skipped.
 """
 import os
-import random
 import re
 import signal
 import subprocess
@@ -20,8 +19,9 @@ import time
 import jax
 import numpy as np
 
-from conftest import REPO, assert_trees_equal, kill_seed, wait_for_checkpoint
-from hosts import environment, free_port, saved_state, start_hosts, wait_ok
+from conftest import REPO, assert_trees_equal
+from hosts import (environment, free_port, kill_hosts_after_a_checkpoint, saved_state,
+                   start_hosts, wait_ok)
 
 STEPS = 8
 
@@ -57,17 +57,8 @@ def test_two_hosts_train_as_one_and_resume_exactly_after_a_sigkill(tmp_path):
 
   # SIGKILL one process after a random checkpoint; its partner is then lost too.
   killed, logs = tmp_path / "killed", [tmp_path / f"killed{i}.log" for i in range(2)]
-  seed = kill_seed("test_two_hosts_sigkill")
-  print(f"kill seed {seed} (GLOMO_JAX_KILL_SEED={seed} replays this test's kill point)")
-  rng = random.Random(seed)
-  target, victim = rng.randint(2, STEPS - 2), rng.randrange(2)
-  procs = start_hosts(pretrain_cmd(killed), logs)
-  wait_for_checkpoint(killed / "checkpoints", target, procs)
-  procs[victim].send_signal(signal.SIGKILL)
-  procs[victim].wait()
-  procs[1 - victim].send_signal(signal.SIGKILL)
-  procs[1 - victim].wait()
-  assert procs[victim].returncode == -signal.SIGKILL, "the run ended before the kill"
+  kill_hosts_after_a_checkpoint(pretrain_cmd(killed), logs, killed / "checkpoints", STEPS - 2,
+                                "test_two_hosts_sigkill")
   wait_ok(start_hosts(pretrain_cmd(killed), logs), logs)
   assert "resumed from the checkpoint at step" in logs[0].read_text()
   assert_trees_equal(final_state(straight), final_state(killed))
