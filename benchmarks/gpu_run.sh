@@ -46,7 +46,9 @@
 #                the tokenizer PIPELINE_TOKENIZER (default .gpu/tokenizer.model);
 #                needs ml_collections and tensorboardX (WORKSPACE.md)
 #
-# ROUNDS (default 2) sets the rounds of the timed stages.
+# ROUNDS (default 2) sets the rounds of the timed stages. DEADLINE_S: a stage
+# is not started once that many seconds have passed since the script began
+# (the lent machine's command limit), so what ran before is reported.
 #
 # PYTHON (default python3) must have jax with CUDA and torch with CUDA. Results
 # (JSON lines and markdown) go to OUTDIR/results, the log to OUTDIR/log.txt.
@@ -77,7 +79,12 @@ tuning_flags() {  # a constant of glomo_jax/tuning.py (which imports no JAX)
   "$PY" -c "import sys; sys.path.insert(0, 'glomo_jax'); import tuning; print(tuning.$1)"
 }
 
+START_S=$SECONDS
 for stage in "$@"; do
+  if [ -n "${DEADLINE_S:-}" ] && [ $((SECONDS - START_S)) -ge "$DEADLINE_S" ]; then
+    echo "=== stage $stage skipped: ${DEADLINE_S} s deadline passed ($(date -u +%H:%M:%S))"
+    continue
+  fi
   echo "=== stage $stage ($(date -u +%H:%M:%S))"
   case $stage in
     env)

@@ -153,7 +153,14 @@ def run_case(name, flops, progs, args, peak) -> dict:
   out, compiled = {"case": name, "model_flops": flops}, {}
   for prog, (fn, a) in progs.items():
     t0 = time.perf_counter()
-    lowered = fn.lower(*a).compile()
+    try:
+      lowered = fn.lower(*a).compile()
+    except Exception as e:  # a kernel this device's compiler rejects: note it, time the rest
+      if prog == "reference":
+        raise
+      out.setdefault("errors", {})[prog] = f"{type(e).__name__}: {str(e)[:400]}"
+      print(f"{name} {prog}: {out['errors'][prog]}", flush=True)
+      continue
     compiled[prog] = (lowered, a)
     mem = lowered.memory_analysis()
     out.setdefault("compile_s", {})[prog] = round(time.perf_counter() - t0, 2)
@@ -200,7 +207,10 @@ def main(argv=None) -> None:
       flops, progs = graph_case(s, dtype, case == "graph_top")
     else:
       raise SystemExit(f"unknown case {case!r}")
-    records.append(run_case(case, flops, progs, args, peak))
+    try:
+      records.append(run_case(case, flops, progs, args, peak))
+    except Exception as e:  # one case failing on a device leaves the others' figures
+      records.append({"case": case, "errors": {"reference": f"{type(e).__name__}: {str(e)[:400]}"}})
     print(json.dumps(records[-1]), flush=True)
   dev = jax.devices()[0]
   lines = [f"# Fused kernels against the reference ops ({args.shapes} shapes, {args.dtype})", "",
@@ -210,7 +220,10 @@ def main(argv=None) -> None:
            "| case | program | median (ms) | ÷ reference (paired) | model TFLOP/s | share of "
            "peak | XLA temp (MiB) | compile (s) | max rel. diff |", "|" + " --- |" * 9]
   for rec in records:
-    for prog, med in rec["median_s"].items():
+    for prog, err in rec.get("errors", {}).items():
+      lines.append(f"| {rec['case']} | {prog} | failed: {err.splitlines()[0][:160]} |"
+                   + " |" * 6)
+    for prog, med in rec.get("median_s", {}).items():
       share = rec["share_of_peak"][prog]
       lines.append(
           f"| {rec['case']} | {prog} | {1e3 * med:.3f} "
