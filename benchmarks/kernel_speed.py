@@ -19,7 +19,8 @@ of the paired ratios fused ÷ reference, the model FLOP/s (the reference's
 FLOPs over each time) as a share of the matmul peak measured in the same
 process, XLA's temporary memory of each executable, and the largest
 difference between the two programs' outputs (the kernels as lowered on
-this device against the reference). ``--shapes tiny`` runs the same code at
+this device against the reference; the JSON record has it per output: the
+value, then each gradient). ``--shapes tiny`` runs the same code at
 toy sizes in Pallas interpret mode (a CPU smoke run; its times mean
 nothing).
 
@@ -173,6 +174,7 @@ def run_case(name, flops, progs, args, peak) -> dict:
              / max(float(np.max(np.abs(np.asarray(y, np.float32)))), 1e-30)
              for x, y in zip(jax.tree_util.tree_leaves(got), jax.tree_util.tree_leaves(want))]
     out.setdefault("max_rel_diff_to_reference", {})[prog] = max(diffs)
+    out.setdefault("rel_diff_per_output", {})[prog] = diffs   # value, then each gradient
   times = {prog: [] for prog in compiled}
   for i in range(args.warmup + args.repeats):
     for prog, (fn, a) in compiled.items():
