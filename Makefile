@@ -56,8 +56,8 @@ bench-gpu:
 
 # The fused Pallas kernels on a GPU (issue 48): each kernel against its
 # reference op, the step at B 32 (with the peer) and at the largest batch
-# (an estimated 8 minutes on an H100, unmeasured; WORKSPACE.md has the
-# lent-GPU recipe).
+# (WORKSPACE.md has the lent-GPU recipe; DEADLINE_S=N starts no stage
+# after N seconds).
 # More stages: cmdbuf, pipeline (benchmarks/gpu_run.sh).
 GPU_KERNEL_STAGES ?= env kernels fused32 maxbatch
 bench-gpu-kernels:
