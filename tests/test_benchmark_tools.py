@@ -1,6 +1,6 @@
 """The benchmark tooling, checked on the CPU (CI has no GPU): the peer's
 command line on a device, device-memory columns, the workers' CPU tuning
-environment, the XLA_FLAGS choice of gpu_run.sh, and the trace attribution
+environment, the XLA_FLAGS, batch and kernels choices of gpu_run.sh, and the trace attribution
 of profile_step.py (to instructions, and to parts of a model)."""
 import contextlib
 import importlib.util
@@ -16,6 +16,7 @@ BENCH = os.path.join(REPO, "benchmarks")
 sys.path.insert(0, BENCH)
 
 import pick_batch  # noqa: E402
+import pick_kernels  # noqa: E402
 import pick_xla_flags  # noqa: E402
 import pretrain_step  # noqa: E402
 import profile_step  # noqa: E402
@@ -121,6 +122,44 @@ def test_largest_batch_from_the_state_and_the_per_row_memory(tmp_path):
     pick_batch.main(str(tmp_path), 0.8, 32, 100000)
     pick_batch.main(str(tmp_path), 0.0126, 32)     # 1008 MiB: 8 rows, at least one multiple
   assert out.getvalue().split() == ["1024", "62976", "32"]
+
+
+
+def _kernel_records(root, step_ratio, loss_ratios, graph_ratio, older=None):
+  """gpu_run.sh's records as stages kernels and fused32 write them."""
+  os.makedirs(root / "fused32", exist_ok=True)
+  rows = [{"impl": "glomo_jax", "job": "kernel_ratio"}]
+  if step_ratio is not None:
+    rows.append({"impl": "summary", "kernels": "fused", "paired_ratio_median": step_ratio})
+  (root / "fused32" / "pretrain_step.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
+  recs = list(older or []) + [
+      {"case": "loss", "paired_ratio_over_reference": loss_ratios},
+      {"case": "graph_all", "paired_ratio_over_reference": {"fused": graph_ratio}},
+      {"case": "graph_top", "paired_ratio_over_reference": {"fused": 0.5}}]
+  (root / "kernel_speed.jsonl").write_text("".join(json.dumps(r) + "\n" for r in recs))
+  return str(root)
+
+
+def test_kernels_choice_is_the_whole_fused_step_or_the_one_faster_kernel(tmp_path):
+  choose = lambda *a, **k: pick_kernels.choose(_kernel_records(*a, **k))[0]
+  # the whole fused step faster by more than the margin
+  assert choose(tmp_path / "a", 0.9, {"fused 64x64": 1.2}, 1.1) == "fused"
+  # not the step, but the loss kernel at its default (first) blocks alone
+  assert choose(tmp_path / "b", 1.0, {"fused 64x64": 0.8, "fused 32x128": 1.5}, 1.0) == "fused_loss"
+  # a faster non-default block setting does not count; the graph kernel alone
+  assert choose(tmp_path / "c", 1.18, {"fused 64x64": 1.49, "fused 32x128": 0.5},
+                0.9) == "fused_graph"
+  # within the margin, or both alone faster while the step is not: the reference
+  assert choose(tmp_path / "d", 0.98, {"fused 64x64": 0.98}, 0.99) == "reference"
+  assert choose(tmp_path / "e", 1.0, {"fused 64x64": 0.8}, 0.8) == "reference"
+  # the last run of each case decides; no records at all: the reference
+  assert choose(tmp_path / "f", None, {"fused 64x64": 1.3}, 1.2,
+                older=[{"case": "loss", "paired_ratio_over_reference": {"fused 64x64": 0.5}}]
+                ) == "reference"
+  assert pick_kernels.choose(str(tmp_path / "none"))[0] == "reference"
+  # a loss case whose fused programs all failed to compile has no timing
+  kernels, why = pick_kernels.choose(_kernel_records(tmp_path / "g", None, {}, 1.0))
+  assert kernels == "reference" and any("no timing" in w for w in why)
 
 
 HLO = """\
