@@ -88,6 +88,36 @@ def export_matches_the_trained_model(workdir, state):
   np.testing.assert_allclose(fresh, ref, rtol=0, atol=1e-5)
 
 
+def test_checkpoint_fingerprints_on_the_host_equal_the_compiled_ones():
+  """CPU arrays are fingerprinted in numpy (no compile); anything else (here
+  a typed key in the tree) sends the whole tree through the compiled program:
+  both give the same numbers, sharded or not, for every dtype a state holds."""
+  from glomo_jax.train import checkpoint
+  rng = np.random.default_rng(0)
+  mesh = jax.sharding.Mesh(np.array(jax.devices()), ("data",))
+  rows = jax.sharding.NamedSharding(mesh, jax.sharding.PartitionSpec("data"))
+  arrays = {"f32": jnp.asarray(rng.normal(size=(16, 5)), jnp.float32),
+            "sharded": jax.device_put(jnp.asarray(rng.normal(size=(8 * 3, 4)), jnp.float32), rows),
+            "bf16": jnp.asarray(rng.normal(size=(7, 3)), jnp.bfloat16),
+            "f16": jnp.asarray(rng.normal(size=(5,)), jnp.float16),
+            "i32": jnp.asarray(rng.integers(-2**31, 2**31 - 1, size=(33,)), jnp.int32),
+            "u8": jnp.asarray(rng.integers(0, 256, size=(9,)), jnp.uint8),
+            "bool": jnp.asarray([True, False, True]), "scalar": jnp.int32(-7)}
+  assert all(checkpoint._on_this_host_cpu(x) for x in arrays.values())
+  host = checkpoint.fingerprints(arrays)
+  compiled = checkpoint.fingerprints(dict(arrays, key=jax.random.key(0)))
+  assert compiled.pop("key") is not None and host == compiled
+  assert len(set(host.values())) == len(host)
+  # one changed element, or two swapped, changes it
+  f32 = np.asarray(arrays["f32"])
+  swapped = f32.copy()
+  swapped[[0, 1]] = swapped[[1, 0]]
+  changed = f32.copy()
+  changed[3, 2] = np.nextafter(changed[3, 2], np.float32(np.inf))
+  for other in (swapped, changed):
+    assert checkpoint.fingerprints({"f32": jnp.asarray(other)})["f32"] != host["f32"]
+
+
 def test_corrupt_newest_checkpoint_is_skipped_with_a_warning(tmp_path, caplog):
   ckpt = Checkpointer(str(tmp_path), keep=5, save_every=1, async_save=False)
   state = {"w": jnp.arange(4.0), "step": jnp.int32(0)}

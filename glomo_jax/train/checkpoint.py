@@ -268,13 +268,39 @@ def _fingerprint(x: jax.Array) -> jax.Array:
 _fingerprint_tree = jax.jit(lambda tree: jax.tree_util.tree_map(_fingerprint, tree))
 
 
+def _host_fingerprint(x: np.ndarray) -> int:
+  """`_fingerprint` of a host array, in numpy (the same uint32 arithmetic,
+  wrapping alike)."""
+  x = np.ascontiguousarray(x)
+  if x.dtype == np.bool_:
+    x = x.astype(np.uint8)
+  width = {1: np.uint8, 2: np.uint16, 4: np.uint32, 8: np.uint32}[x.dtype.itemsize]
+  bits = x.reshape(-1).view(width).astype(np.uint32)
+  weights = np.arange(bits.size, dtype=np.uint32) * np.uint32(2) + np.uint32(1)
+  return int(np.sum(bits * weights, dtype=np.uint32))
+
+
+def _on_this_host_cpu(x) -> bool:
+  """Whether `x` is a jax CPU array this process holds whole (no typed key;
+  other leaves take `_fingerprint`'s conversions)."""
+  return (isinstance(x, jax.Array) and x.is_fully_addressable
+          and not jnp.issubdtype(x.dtype, jax.dtypes.prng_key)
+          and all(d.platform == "cpu" for d in x.sharding.device_set))
+
+
 def fingerprints(tree) -> dict[str, int]:
-  """{path: fingerprint} (`_fingerprint`, computed where the arrays live;
-  paths as `shapes_by_path` writes them) of every array of `tree`."""
-  arrays = jax.tree_util.tree_map(jnp.asarray, tree)
-  values = jax.tree_util.tree_flatten_with_path(_fingerprint_tree(arrays))[0]
-  return {"/".join(_key_name(k) for k in path): int(np.asarray(v.addressable_data(0)))
-          for path, v in values}
+  """{path: fingerprint} (`_fingerprint`; paths as `shapes_by_path` writes
+  them) of every array of `tree`: computed where the arrays live, in one
+  compiled program, unless all are CPU arrays of this process (numpy, no
+  compile: the short runs' saves and restores)."""
+  leaves = jax.tree_util.tree_flatten_with_path(tree)[0]
+  if all(_on_this_host_cpu(x) for _, x in leaves):
+    values = [(path, _host_fingerprint(np.asarray(x))) for path, x in leaves]
+  else:
+    arrays = jax.tree_util.tree_map(jnp.asarray, tree)
+    values = [(path, int(np.asarray(v.addressable_data(0)))) for path, v in
+              jax.tree_util.tree_flatten_with_path(_fingerprint_tree(arrays))[0]]
+  return {"/".join(_key_name(k) for k in path): v for path, v in values}
 
 
 def _record(extra: dict, arrays: dict | None) -> dict:
