@@ -8,7 +8,8 @@ run on the same device right after them).
 RESULTS_DIR/fused32/pretrain_step.jsonl's summary gives the whole step with
 every fused kernel against the reference step (paired median ratio);
 RESULTS_DIR/kernel_speed.jsonl gives each kernel alone against its
-reference op (the loss kernel at its default blocks, the first setting).
+reference op (the loss kernel at the blocks a training run gets, the
+record's "default_program").
 The choice:
 
 * 'fused' when the whole fused step is faster by more than MARGIN (default
@@ -48,8 +49,7 @@ def choose(results_dir: str, margin: float = 0.03) -> tuple[str, list[str]]:
   for rec in latest.values():
     ratios = rec.get("paired_ratio_over_reference") or {}
     if rec.get("case") == "loss":
-      default = [p for p in ratios if p.startswith("fused")][:1]
-      ratio, kernel = (ratios[default[0]] if default else None), "fused_loss"
+      ratio, kernel = ratios.get(rec.get("default_program", "fused 64x64")), "fused_loss"
     elif rec.get("case") == "graph_all":
       ratio, kernel = ratios.get("fused"), "fused_graph"
     else:

@@ -133,7 +133,8 @@ def _kernel_records(root, step_ratio, loss_ratios, graph_ratio, older=None):
     rows.append({"impl": "summary", "kernels": "fused", "paired_ratio_median": step_ratio})
   (root / "fused32" / "pretrain_step.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
   recs = list(older or []) + [
-      {"case": "loss", "paired_ratio_over_reference": loss_ratios},
+      {"case": "loss", "paired_ratio_over_reference": loss_ratios,
+       "default_program": "fused 64x64"},
       {"case": "graph_all", "paired_ratio_over_reference": {"fused": graph_ratio}},
       {"case": "graph_top", "paired_ratio_over_reference": {"fused": 0.5}}]
   (root / "kernel_speed.jsonl").write_text("".join(json.dumps(r) + "\n" for r in recs))
@@ -144,8 +145,8 @@ def test_kernels_choice_is_the_whole_fused_step_or_the_one_faster_kernel(tmp_pat
   choose = lambda *a, **k: pick_kernels.choose(_kernel_records(*a, **k))[0]
   # the whole fused step faster by more than the margin
   assert choose(tmp_path / "a", 0.9, {"fused 64x64": 1.2}, 1.1) == "fused"
-  # not the step, but the loss kernel at its default (first) blocks alone
-  assert choose(tmp_path / "b", 1.0, {"fused 64x64": 0.8, "fused 32x128": 1.5}, 1.0) == "fused_loss"
+  # not the step, but the loss kernel at its default blocks alone
+  assert choose(tmp_path / "b", 1.0, {"fused 32x128": 1.5, "fused 64x64": 0.8}, 1.0) == "fused_loss"
   # a faster non-default block setting does not count; the graph kernel alone
   assert choose(tmp_path / "c", 1.18, {"fused 64x64": 1.49, "fused 32x128": 0.5},
                 0.9) == "fused_graph"
@@ -157,9 +158,11 @@ def test_kernels_choice_is_the_whole_fused_step_or_the_one_faster_kernel(tmp_pat
                 older=[{"case": "loss", "paired_ratio_over_reference": {"fused 64x64": 0.5}}]
                 ) == "reference"
   assert pick_kernels.choose(str(tmp_path / "none"))[0] == "reference"
-  # a loss case whose fused programs all failed to compile has no timing
-  kernels, why = pick_kernels.choose(_kernel_records(tmp_path / "g", None, {}, 1.0))
-  assert kernels == "reference" and any("no timing" in w for w in why)
+  # a loss case whose default blocks failed to compile has no timing, even
+  # where another block setting ran
+  for name, ratios in (("g", {}), ("h", {"fused 32x128": 0.5})):
+    kernels, why = pick_kernels.choose(_kernel_records(tmp_path / name, None, ratios, 1.0))
+    assert kernels == "reference" and any("no timing" in w for w in why)
 
 
 HLO = """\
