@@ -143,6 +143,32 @@ NLI_RECORDS = [{"premise": f"A man {i} sleeps.", "hypothesis": "Someone rests.",
                for i in range(15)] + [{"premise": "x", "hypothesis": "y", "label": "-"}]
 
 
+def test_a_held_out_test_split_carved_from_train_only_files(tmp_path):
+  path = tmp_path / "imdb.jsonl"
+  _write_jsonl(path, IMDB_RECORDS)
+  plain = datasets.load_task("imdb", "files", files={"train": str(path)}, val_fraction=0.25,
+                             seed=1)
+  data = datasets.load_task("imdb", "files", files={"train": str(path)}, val_fraction=0.25,
+                            test_fraction=0.2, seed=1, max_train_examples=10)
+  assert list(data.splits) == ["train", "validation", "test"] and data.eval_splits == ("test",)
+  assert (len(data["train"]), len(data["validation"]), len(data["test"])) == (10, 5, 3)
+  keys = {name: set(split.fingerprint_keys()) for name, split in data.splits.items()}
+  assert not keys["train"] & keys["test"] and not keys["validation"] & keys["test"]
+  assert not keys["train"] & keys["validation"]
+  # validation is the same carve as without a test split; the test carve is seeded
+  assert keys["validation"] == set(plain["validation"].fingerprint_keys())
+  again = datasets.load_task("imdb", "files", files={"train": str(path)}, val_fraction=0.25,
+                             test_fraction=0.2, seed=1)
+  assert set(again["test"].fingerprint_keys()) == keys["test"]
+  nli = tmp_path / "mnli.jsonl"
+  _write_jsonl(nli, NLI_RECORDS)
+  mnli = datasets.load_task("mnli", "files", files={"train": str(nli)}, test_fraction=0.2)
+  assert mnli.eval_splits == ("matched",)
+  with pytest.raises(ValueError, match="but the data has one"):
+    datasets.load_task("imdb", "files", files={"train": str(path), "test": str(path)},
+                       test_fraction=0.2)
+
+
 @pytest.mark.parametrize("suffix", [".jsonl", ".jsonl.gz", ".jsonl.xz"])
 def test_imdb_from_files_with_a_carved_validation_split(tmp_path, suffix):
   path = tmp_path / f"imdb{suffix}"

@@ -105,7 +105,7 @@ def test_embeddings_variant_with_a_predictor_and_train_only_data(tmp_path, tiny_
   assert KEYS <= set(results)
   assert results["variant"] == "embeddings" and "glomo" not in results
   assert results["matched"] is None and results["mismatched"] is None
-  assert "only validation accuracy" in results["note"]
+  assert "its accuracy is not reported" in results["note"]
   assert 0 <= results["validation_accuracy"] <= 1
   assert results["examples"] == {"train": 18, "validation": 6}
   assert results["predictor"] == os.path.abspath(tiny_export)
@@ -157,6 +157,30 @@ def test_data_efficiency_curve_runs_sizes_and_the_oracle(tmp_path, tiny_export):
   assert (root / "curve.png").stat().st_size > 1000
 
 
+def test_data_efficiency_curve_on_real_text_carves_a_test_split(tmp_path, tiny_export):
+  train = write_jsonl(tmp_path / "train.jsonl", reviews(60, 0))
+  root = tmp_path / "curve"
+  cmd = [sys.executable, "-m", "experiments.data_efficiency", "--task=imdb",
+         f"--export={tiny_export}", f"--root={root}", "--sizes=8,16", "--seeds=0",
+         "--variants=embeddings", "--steps=2", "--preset=tiny", "--",
+         f"--config.files.train={train}"]
+  out = subprocess.run(cmd, cwd=REPO, capture_output=True, text=True, timeout=600)
+  assert out.returncode == 0, out.stdout[-2000:] + out.stderr[-2000:]
+  results = [json.loads((root / f"n{n}" / "embeddings_s0" / "results.json").read_text())
+             for n in (8, 16)]
+  # validation carved from all 60 reviews (0.1: 6), then a 0.1 share of the
+  # rest as test (5), the same for every size
+  assert [r["examples"] for r in results] == [
+      {"train": n, "validation": 6, "test": 5} for n in (8, 16)]
+  assert all(0 <= r["test"] <= 1 and "carved from train" in r["note"] for r in results)
+  assert all(r["config"]["graph_cache_dir"] == str(root / "graph_cache") for r in results)
+  assert os.listdir(root / "graph_cache")  # one cache, shared by the sizes' runs
+  lines = (root / "curve.md").read_text().splitlines()
+  assert lines[0] == "| training reviews | GLoMo on embeddings |"
+  assert lines[2].startswith("| 8 | ") and lines[3].startswith("| 16 | ")
+  assert "test accuracy in % (5 examples, chance 50)" in lines[5]
+
+
 def test_errors_before_any_work(tmp_path):
   config = imdb_config.get_config("tiny")
   with pytest.raises(ValueError, match="files.train"):
@@ -182,6 +206,13 @@ def test_errors_before_any_work(tmp_path):
   config.variant, config.graph_source = "embeddings", "arcs"
   with pytest.raises(ValueError, match="only the agreement task"):
     run(config, tmp_path / "e")
+  config.variant, config.graph_source, config.test_fraction = "baseline", "predictor", 0.1
+  config.files.test = "t.jsonl"
+  with pytest.raises(ValueError, match="test_fraction carves the 'test' split"):
+    run(config, tmp_path / "f")
+  config.files.test, config.test_fraction = None, 1.0
+  with pytest.raises(ValueError, match=r"test_fraction must be in \[0, 1\)"):
+    run(config, tmp_path / "f")
   assert not os.listdir(tmp_path)
 
 

@@ -12,7 +12,8 @@ r"""IMDB sentiment with GLoMo transfer (the paper's §3.2 classifier).
 
 The local file is train-only: a validation split is carved from it
 (`val_fraction`) and only validation accuracy is reported (results.json has
-"test": null and a note). With `--config.source=tfds` (imdb_reviews) or
+"test": null and a note), unless `--config.test_fraction=0.1` carves a
+held-out test split from it too. With `--config.source=tfds` (imdb_reviews) or
 `--config.files.test=...` the test accuracy is reported too. Data paths have
 no default so a run never reads data it was not pointed at.
 

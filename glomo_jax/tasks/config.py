@@ -86,6 +86,9 @@ class TransferConfig(DownstreamConfig):
       'agreement').
     files, tfds, synthetic: each source's settings.
     val_fraction: of train, carved as validation when none is given.
+    test_fraction: of train (after the validation carve), carved as the
+      task's first evaluation split ('test'; MNLI 'matched': the local
+      train-only files' genres) where the data has none; 0: none carved.
     max_train_examples, max_eval_examples: seeded random subsets.
     vocab: vocabulary of the training split.
     glove_path: GloVe text file (None: random word vectors).
@@ -116,6 +119,7 @@ class TransferConfig(DownstreamConfig):
   tfds: TfdsOptions = TfdsOptions()
   synthetic: AgreementData = AgreementData()
   val_fraction: float = 0.1
+  test_fraction: float = 0.0
   max_train_examples: int | None = None
   max_eval_examples: int | None = None
   vocab: VocabOptions = VocabOptions()
@@ -153,6 +157,14 @@ class TransferConfig(DownstreamConfig):
       if wrong:
         raise ValueError(f"task {self.task!r} has no split {wrong}; its evaluation "
                          f"splits are {list(EVAL_SPLITS[self.task])}")
+    if self.test_fraction:
+      split = EVAL_SPLITS[self.task][0]
+      if self.source != "files" or getattr(self.files, split):
+        raise ValueError(f"test_fraction carves the {split!r} split from train files that "
+                         f"have none: not with source={self.source!r}"
+                         + (f" and files.{split}" if self.source == "files" else ""))
+      if not 0.0 < self.test_fraction < 1.0:
+        raise ValueError(f"test_fraction must be in [0, 1), got {self.test_fraction}")
     if self.graph_source not in GRAPH_SOURCES:
       raise ValueError(f"unknown graph_source {self.graph_source!r}: one of "
                        f"{list(GRAPH_SOURCES)}")

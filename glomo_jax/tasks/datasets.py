@@ -378,8 +378,8 @@ def random_subset(split: Split, size: int | None, seed: int = 0) -> Split:
 
 
 def load_task(task: str, source: str = "tfds", *, files: Mapping[str, str] | None = None,
-              validation: str | None = None, val_fraction: float = 0.1, seed: int = 0,
-              max_train_examples: int | None = None,
+              validation: str | None = None, val_fraction: float = 0.1,
+              test_fraction: float = 0.0, seed: int = 0, max_train_examples: int | None = None,
               max_eval_examples: int | None = None, data_dir: str | None = None,
               tfds_reader: str = "auto", download: bool = False,
               tokenizer: Callable[[str], list[str]] = tokenize) -> TaskData:
@@ -394,6 +394,9 @@ def load_task(task: str, source: str = "tfds", *, files: Mapping[str, str] | Non
     validation: for source='tfds': a TFDS split to use as validation instead of
       carving one (e.g. 'validation' of snli).
     val_fraction: share of train carved out as validation (seeded by `seed`).
+    test_fraction: share of train carved out (after validation, seeded by
+      `seed` + 1) as the task's first evaluation split, which the data must
+      not have (the local train-only files); 0: nothing carved.
     seed: seed of the validation split and of the subsets.
     max_train_examples: a seeded random subset of train (after carving).
     max_eval_examples: same for validation and evaluation splits.
@@ -424,6 +427,11 @@ def load_task(task: str, source: str = "tfds", *, files: Mapping[str, str] | Non
   if "validation" not in splits:
     splits["train"], splits["validation"] = split_validation(
         splits["train"], val_fraction, seed)
+  if test_fraction:
+    name = spec.eval_splits[0]
+    if name in splits:
+      raise ValueError(f"test_fraction carves a {name!r} split, but the data has one")
+    splits["train"], splits[name] = split_validation(splits["train"], test_fraction, seed + 1)
   splits["train"] = random_subset(splits["train"], max_train_examples, seed)
   for name in splits:
     if name != "train":

@@ -50,7 +50,8 @@ def load_task_data(config: TransferConfig) -> TaskData:
     return load_agreement_task(
         syn.train, syn.validation, syn.test, seed=config.data_seed,
         synthetic=SyntheticConfig(num_documents=syn.num_documents, seed=syn.seed))
-  subsets = dict(val_fraction=config.val_fraction, seed=config.data_seed,
+  subsets = dict(val_fraction=config.val_fraction, test_fraction=config.test_fraction,
+                 seed=config.data_seed,
                  max_train_examples=config.max_train_examples,
                  max_eval_examples=config.max_eval_examples)
   if config.source == "files":
@@ -147,11 +148,17 @@ def scores(config: TransferConfig, results_of_splits: dict) -> dict:
     results[name] = results_of_splits.get(name)
     if results[name] is None:
       missing.append(name)
+  notes = []
+  if config.test_fraction:
+    notes.append(f"{EVAL_SPLITS[config.task][0]}: a {config.test_fraction:g} share carved "
+                 "from train (after validation), not an official split")
   if missing:
     carved = not (config.files.validation if config.source == "files"
                   else config.tfds.validation)
-    results["note"] = (f"the data has no held-out {'/'.join(missing)} split (e.g. the "
-                       "train-only local files): only validation accuracy is reported"
-                       + (f" (validation: a {config.val_fraction:g} share carved from "
-                          "train)" if carved else ""))
+    notes.append(f"the data has no held-out {'/'.join(missing)} split (e.g. the train-only "
+                 "local files): its accuracy is not reported"
+                 + (f" (validation: a {config.val_fraction:g} share carved from train)"
+                    if carved else ""))
+  if notes:
+    results["note"] = "; ".join(notes)
   return results
