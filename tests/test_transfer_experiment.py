@@ -174,11 +174,38 @@ def test_data_efficiency_curve_on_real_text_carves_a_test_split(tmp_path, tiny_e
       {"train": n, "validation": 6, "test": 5} for n in (8, 16)]
   assert all(0 <= r["test"] <= 1 and "carved from train" in r["note"] for r in results)
   assert all(r["config"]["graph_cache_dir"] == str(root / "graph_cache") for r in results)
-  assert os.listdir(root / "graph_cache")  # one cache, shared by the sizes' runs
+  # one cache per train subset; validation's and test's shared by the sizes
+  assert len(os.listdir(root / "graph_cache")) == 4
   lines = (root / "curve.md").read_text().splitlines()
   assert lines[0] == "| training reviews | GLoMo on embeddings |"
   assert lines[2].startswith("| 8 | ") and lines[3].startswith("| 16 | ")
   assert "test accuracy in % (5 examples, chance 50)" in lines[5]
+
+
+def test_data_efficiency_reads_each_tasks_held_out_split_and_names_what_is_missing(tmp_path):
+  from experiments import curves  # noqa: PLC0415
+  mnli = curves.TASKS["mnli"]
+  for seed, (matched, train) in enumerate([(0.5, 100), (0.25, 100)]):
+    run = tmp_path / "n100" / f"baseline_s{seed}"
+    run.mkdir(parents=True)
+    (run / "results.json").write_text(json.dumps(
+        {"seed": seed, "validation_accuracy": 0.9, "matched": matched, "mismatched": None,
+         "examples": {"train": train, "validation": 9, "matched": 8}}))
+  assert curves.collect(str(tmp_path), [100], ["baseline"], mnli.held_out) == {
+      100: {"baseline": [50.0, 25.0]}}
+  assert curves.held_out_size(str(tmp_path), [100], ["baseline"], "matched") == 8
+  table = curves.curve_table({100: {"baseline": [50.0, 25.0]}}, ["baseline"], 10,
+                                      mnli, 8)
+  assert "| training pairs | baseline (no graph) |" in table
+  assert "| 100 | 37.5 ± 17.7 (50.0, 25.0) |" in table
+  assert "matched accuracy in % (8 examples, chance 33)" in table
+  with pytest.raises(ValueError, match="no test accuracy.*files.test"):
+    curves.collect(str(tmp_path), [100], ["baseline"], "test")
+  (tmp_path / "n200").mkdir()
+  (tmp_path / "n100").rename(tmp_path / "n200" / "x")
+  (tmp_path / "n200" / "x" / "baseline_s0").rename(tmp_path / "n200" / "baseline_s0")
+  with pytest.raises(ValueError, match="more than the training split holds .100 examples"):
+    curves.collect(str(tmp_path), [200], ["baseline"], "matched")
 
 
 def test_errors_before_any_work(tmp_path):
@@ -211,7 +238,7 @@ def test_errors_before_any_work(tmp_path):
   with pytest.raises(ValueError, match="test_fraction carves the 'test' split"):
     run(config, tmp_path / "f")
   config.files.test, config.test_fraction = None, 1.0
-  with pytest.raises(ValueError, match=r"test_fraction must be in \[0, 1\)"):
+  with pytest.raises(ValueError, match=r"test_fraction must be in \(0, 1\)"):
     run(config, tmp_path / "f")
   assert not os.listdir(tmp_path)
 

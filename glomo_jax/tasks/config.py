@@ -162,9 +162,10 @@ class TransferConfig(DownstreamConfig):
       if self.source != "files" or getattr(self.files, split):
         raise ValueError(f"test_fraction carves the {split!r} split from train files that "
                          f"have none: not with source={self.source!r}"
-                         + (f" and files.{split}" if self.source == "files" else ""))
+                         + (f" and files.{split}" if self.source == "files" else "")
+                         + " (--config.test_fraction=0 reads the given split)")
       if not 0.0 < self.test_fraction < 1.0:
-        raise ValueError(f"test_fraction must be in [0, 1), got {self.test_fraction}")
+        raise ValueError(f"test_fraction must be in (0, 1), got {self.test_fraction}")
     if self.graph_source not in GRAPH_SOURCES:
       raise ValueError(f"unknown graph_source {self.graph_source!r}: one of "
                        f"{list(GRAPH_SOURCES)}")
