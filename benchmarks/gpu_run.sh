@@ -42,7 +42,9 @@
 #                GPU_COMMAND_BUFFERS_*), alternating processes
 #   pipeline     experiments.accelerator_pipeline's pretraining stage for
 #                PIPELINE_MINUTES (default 4) with each of PIPELINE_KERNELS
-#                (default "fused"), data in PIPELINE_DATA (default .gpu/data),
+#                (default "fused"; a kernel set with the fused graph kernel
+#                trains the authors' graphs, which it computes: no distance
+#                prior), data in PIPELINE_DATA (default .gpu/data),
 #                the tokenizer PIPELINE_TOKENIZER (default .gpu/tokenizer.model);
 #                needs ml_collections and tensorboardX (WORKSPACE.md)
 #
@@ -77,6 +79,11 @@ FUSED=(--config paper --dtype bfloat16 --kernels "$KERNELS" --sync_every 10 --st
        --warmup 4 --rounds 1 --timeout 450)
 tuning_flags() {  # a constant of glomo_jax/tuning.py (which imports no JAX)
   "$PY" -c "import sys; sys.path.insert(0, 'glomo_jax'); import tuning; print(tuning.$1)"
+}
+
+authors_graphs_for() {  # the flags a kernels value needs: the fused graph kernel has no distance prior
+  case "$1" in fused|fused_graph)
+    echo "--config.model.distance_prior=0 --config.model.distance_prior_init=0" ;; esac
 }
 
 START_S=$SECONDS
@@ -173,7 +180,7 @@ EOF
         "$PY" -m experiments.accelerator_pipeline --data="${PIPELINE_DATA:-.gpu/data}" \
             --workdir="$work" --out="$OUTDIR/pipeline_$k" --stages=pretrain \
             --pretrain_minutes="$minutes" --budget_minutes="$("$PY" -c "print($minutes + 1.5)")" \
-            --pretrain_flags="--config.model.kernels=$k"
+            --pretrain_flags="--config.model.kernels=$k $(authors_graphs_for "$k")"
         cp -r "$work/pretrain/tensorboard" "$OUTDIR/pipeline_$k/" 2>/dev/null
       done
       ;;

@@ -9,8 +9,9 @@ Stages, in order (each is skipped once done; `--stages` picks some):
              every CPU core (WORKDIR/tokenizer.model; train it on any machine
              and copy it there to spare the accelerator's time)
   pretrain   experiments.pretrain, config wiki_accelerator.py (the paper's
-             model, bfloat16), until `--pretrain_minutes` of pretraining wall
-             time are spent over all invocations or the config's steps are done
+             model with a learned distance prior, bfloat16), until
+             `--pretrain_minutes` of pretraining wall time are spent over all
+             invocations or the config's steps are done
   export     the newest checkpoint's graph predictor (WORKDIR/pretrain/export)
   analysis   graph statistics of 256 MNLI premises, the alignment with the UD
              English EWT dev trees, a drawing of one sentence's graphs
@@ -69,8 +70,9 @@ _BUDGET = flags.DEFINE_float("budget_minutes", 9.0,
 _PRETRAIN_MINUTES = flags.DEFINE_float("pretrain_minutes", 4.0,
                                        "Pretraining wall time over all invocations.")
 _PRETRAIN_FLAGS = flags.DEFINE_string(
-    "pretrain_flags", "", "More flags of the pretraining run, e.g. "
-    "'--config.model.kernels=fused' (benchmarks/gpu_run.sh stage pipeline).")
+    "pretrain_flags", "", "More flags of the pretraining run, e.g. the authors' graphs: "
+    "'--config.model.distance_prior=0 --config.model.distance_prior_init=0' (with them "
+    "'--config.model.kernels=fused' can run; benchmarks/gpu_run.sh stage pipeline).")
 _SEEDS = flags.DEFINE_list("seeds", ["0", "1", "2"], "Seeds of every transfer variant.")
 _VARIANTS = flags.DEFINE_list("variants", ["baseline", "uniform", "embeddings"],
                               "Transfer variants.")

@@ -312,7 +312,9 @@ class ModelConfig(DictConfig):
     unsupported = fused_graph_unsupported(self)
     if self.fused_graph and unsupported:
       raise ValueError(f"ModelConfig.kernels={self.kernels!r}: the fused graph kernel does "
-                       f"not compute {unsupported}; use kernels='reference' or 'fused_loss'")
+                       f"not compute {unsupported}; use kernels='reference' or 'fused_loss'"
+                       + (", or the authors' graphs (distance_prior=0: the presets' "
+                          "':authors')" if self.distance_prior else ""))
 
   # ---- kernels ------------------------------------------------------------
   @property

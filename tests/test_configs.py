@@ -45,6 +45,19 @@ def test_paper_config_is_the_authors_run():
               32, 200, 100, "sgd", 8.0, 0.2, 0.25, 3, 0.5)
 
 
+def test_accelerator_preset_departs_from_the_authors_model_only_by_the_distance_prior():
+  sys.path.insert(0, REPO)
+  from experiments.configs import wiki_accelerator  # noqa: PLC0415
+  from glomo_jax import ModelConfig  # noqa: PLC0415
+  authors = ModelConfig.paper(dtype="bfloat16", embed_grad_scale_by_freq=False)
+  preset = {arg: PretrainConfig.from_dict(wiki_accelerator.get_config(arg).to_dict())
+            for arg in ("", "authors", "adam")}
+  assert preset["authors"].model == authors == preset["adam"].model
+  assert preset[""].model == authors.replace(distance_prior=16, distance_prior_init=1.0)
+  assert preset[""].optimizer == preset["authors"].optimizer == "sgd"
+  assert preset["adam"].optimizer == "adam"
+
+
 def test_unknown_fields_are_errors():
   with pytest.raises(ValueError, match="PretrainConfig: unknown fields"):
     PretrainConfig.from_dict({"num_stepz": 3})

@@ -44,23 +44,31 @@ def test_rows_are_parsed_and_applied_to_the_config():
     row_config(base, {"model.key_layer": 4}, None, "/r", 0)
   with pytest.raises(ValueError, match="not a section"):
     row_config(base, {"optimizer.lr": 4}, None, "/r", 0)
-  # every optimiser row names its optimiser whatever the base preset's
+  # every optimiser row names its optimiser and graphs whatever the base preset's
   from experiments.configs import wiki_cpu  # noqa: PLC0415
-  for preset, (optimizer, lr, momentum, clip) in {
-      "": ("sgd", 8.0, 0.2, 0.25), "adam": ("adam", 1e-3, 0.2, 1.0)}.items():
+  for preset, (optimizer, lr, momentum, clip, prior) in {
+      "": ("sgd", 8.0, 0.2, 0.25, 16), "authors": ("sgd", 8.0, 0.2, 0.25, 0),
+      "adam": ("adam", 1e-3, 0.2, 1.0, 0)}.items():
     base = PretrainConfig.from_dict(wiki_cpu.get_config(preset).to_dict()).to_dict()
-    for name, want in {"adam": ("adam", 1e-3, 1.0), "sgd": ("sgd", 8.0, 0.25),
-                       "adam_clip0.25": ("adam", 1e-3, 0.25)}.items():
-      c = row_config(base, table_rows(["optimizer"], [name], [])[name], None, "/r", 0)
-      assert (c.optimizer, c.learning_rate, c.clip_norm) == want, (preset, name)
+    for name, want in {"adam": ("adam", 1e-3, 1.0, 0), "sgd": ("sgd", 8.0, 0.25, 0),
+                       "adam_clip0.25": ("adam", 1e-3, 0.25, 0),
+                       "sgd_prior_local": ("sgd", 8.0, 0.25, 16)}.items():
+      rows = table_rows(["optimizer", "distance_prior"], [name], [])
+      c = row_config(base, rows[name], None, "/r", 0)
+      assert (c.optimizer, c.learning_rate, c.clip_norm, c.model.distance_prior) == want, (
+          preset, name)
     c = PretrainConfig.from_dict(base)
-    assert (c.optimizer, c.learning_rate, c.momentum, c.clip_norm) == (
-        optimizer, lr, momentum, clip)
-  # ':local' is the 'sgd_prior_local' row of the table
-  local = PretrainConfig.from_dict(wiki_cpu.get_config("local").to_dict())
-  base = PretrainConfig.from_dict(wiki_cpu.get_config("").to_dict()).to_dict()
-  assert local == row_config(base, table_rows(["distance_prior"], ["sgd_prior_local"], [])[
-      "sgd_prior_local"], None, "/r", 0)
+    assert (c.optimizer, c.learning_rate, c.momentum, c.clip_norm, c.model.distance_prior) == (
+        optimizer, lr, momentum, clip, prior)
+  # the preset is the 'sgd_prior_local' row of the table, ':authors' the 'sgd' row
+  base = PretrainConfig.from_dict(wiki_cpu.get_config("").to_dict())
+  authors = PretrainConfig.from_dict(wiki_cpu.get_config("authors").to_dict())
+  for preset, row, name in ((base, "distance_prior", "sgd_prior_local"),
+                            (authors, "optimizer", "sgd")):
+    for start in (base, authors):
+      assert preset == row_config(start.to_dict(), table_rows([row], [name], [])[name],
+                                  None, "/r", 0)
+  base = base.to_dict()
   # held-out losses compare within one objective and context length
   model = PretrainConfig().model
   assert losses_comparable(row_config(base, {"model.decoupled": False}, None, "/r", 0).model, model)
