@@ -13,10 +13,10 @@ r"""MNLI (or SNLI) with GLoMo transfer: ESIM + self-attention (the paper's §3.2
 The local file is a train-only subset: validation is carved from it and only
 validation accuracy is reported (results.json: "matched" / "mismatched" null
 with a note); `--config.test_fraction=0.1` carves a held-out share of it as
-"matched" (the subset's genres are the matched ones). `--config.source=tfds` (glue/mnli) or `--config.files.matched=...
---config.files.mismatched=...` adds the official validation_matched /
-mismatched accuracies (what the paper reports). `--config.task=snli` reads
-SNLI (eval split 'test'). Data paths have no default. Variants and the graph
+"matched" (the subset's genres are the matched ones). `--config.source=tfds`
+(glue/mnli) or `--config.files.matched=... --config.files.mismatched=...`
+adds the official validation_matched / mismatched accuracies (what the paper
+reports). `--config.task=snli` reads SNLI (eval split 'test'). Data paths have no default. Variants and the graph
 cache as in imdb.py. `:tiny` is a seconds-long smoke run.
 """
 from experiments.configs.common import tiny_preset, transfer_config
