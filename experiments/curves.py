@@ -56,6 +56,14 @@ def size_arguments(task: CurveTask, size: int, steps: int, export: str, root: st
           f"--config.graph_cache_dir={os.path.join(root, 'graph_cache')}", *task.fixed]
 
 
+def _finished(root: str, size: int, variant: str) -> list[dict]:
+  """The finished runs of one size and variant (the oracle's: embeddings
+  runs under nSIZE/arcs)."""
+  if variant == ARCS:
+    return finished_results(os.path.join(root, f"n{size}", ARCS), "embeddings")
+  return finished_results(os.path.join(root, f"n{size}"), variant)
+
+
 def collect(root: str, sizes, variants, held_out: str = "test") -> dict:
   """{size: {variant: [held-out accuracy in % per seed]}} of the finished runs.
 
@@ -66,10 +74,7 @@ def collect(root: str, sizes, variants, held_out: str = "test") -> dict:
   for size in sizes:
     out[size] = {}
     for variant in variants:
-      if variant == ARCS:
-        found = finished_results(os.path.join(root, f"n{size}", ARCS), "embeddings")
-      else:
-        found = finished_results(os.path.join(root, f"n{size}"), variant)
+      found = _finished(root, size, variant)
       for r in found:
         if r.get(held_out) is None:
           raise ValueError(f"a run of size {size} ({variant}) has no {held_out} accuracy: give "
@@ -94,9 +99,7 @@ def held_out_size(root: str, sizes, variants, held_out: str) -> int | None:
   """Examples in the held-out split, from a finished run's results.json."""
   for size in sizes:
     for variant in variants:
-      sub = (os.path.join(root, f"n{size}", ARCS) if variant == ARCS
-             else os.path.join(root, f"n{size}"))
-      for result in finished_results(sub, "embeddings" if variant == ARCS else variant):
+      for result in _finished(root, size, variant):
         if held_out in result.get("examples", {}):
           return result["examples"][held_out]
   return None
