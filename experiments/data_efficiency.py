@@ -56,6 +56,8 @@ _VARIANTS = flags.DEFINE_list("variants", ["baseline", "uniform", "embeddings"],
 _SEEDS = flags.DEFINE_list("seeds", ["0", "1", "2"], "Seeds (config.seed).")
 _STEPS = flags.DEFINE_integer("steps", 1000, "Optimiser steps of every run (at most).")
 _PARALLEL = flags.DEFINE_integer("parallel", 1, "Runs at once, one CPU core each.")
+_PIN = flags.DEFINE_bool("pin", True, "With --parallel: one CPU core and one XLA thread per run "
+                         "(CPU hosts); --pin=false where the runs share an accelerator.")
 _PRESET = flags.DEFINE_string("preset", "", "Preset of the task's config.")
 _ARCS = flags.DEFINE_bool("arcs", True, "Agreement: also GLoMo on embeddings with the "
                           "planted arcs as graphs (the oracle).")
@@ -78,10 +80,10 @@ def main(argv):
   for size in sizes:
     arguments = size_arguments(task, size, _STEPS.value, _EXPORT.value, root) + extra
     run_grid(config, os.path.join(root, f"n{size}"), _VARIANTS.value, _SEEDS.value,
-             _PARALLEL.value, arguments)
+             _PARALLEL.value, arguments, pin=_PIN.value)
     if arcs:
       run_grid(config, os.path.join(root, f"n{size}", ARCS), ["embeddings"], _SEEDS.value,
-               _PARALLEL.value, arguments + ["--config.graph_source=arcs"])
+               _PARALLEL.value, arguments + ["--config.graph_source=arcs"], pin=_PIN.value)
   results = collect(root, sizes, variants, task.held_out)
   text = curve_table(results, variants, _STEPS.value, task,
                      held_out_size(root, sizes, variants, task.held_out))

@@ -287,3 +287,31 @@ def test_grid_tabulates_squad_runs(tmp_path):
   assert "| baseline | 0,1 | 32.00 ± 2.83 | 42.00 ± 2.83 | 30.00 ± 2.83 | 41.00 ± 2.83 | 10.0 |" \
       in out.stdout and "python -m experiments.squad" in out.stdout
   assert "| embeddings | 0 | 31.50 | 41.50 | 29.50 | 40.50 |" in out.stdout
+
+
+@pytest.mark.parametrize("pin", [True, False])
+def test_grid_pins_parallel_runs_to_cores_unless_told_not_to(tmp_path, monkeypatch, pin):
+  from experiments import grid  # noqa: PLC0415
+  from glomo_jax.tuning import ONE_CORE_XLA_FLAGS  # noqa: PLC0415
+  started = []
+
+  class Finished:
+    returncode = 0
+
+    def __init__(self, cmd, env, **_):
+      started.append((cmd, env.get("XLA_FLAGS", "")))
+
+    def poll(self):
+      return 0
+
+  monkeypatch.setattr(grid.subprocess, "Popen", Finished)
+  monkeypatch.setattr(grid.time, "sleep", lambda _: None)
+  monkeypatch.setattr(grid.os, "cpu_count", lambda: 2)
+  monkeypatch.delenv("XLA_FLAGS", raising=False)
+  grid.run_grid("experiments/configs/agreement.py:tiny", str(tmp_path), ["baseline"], ["0", "1"],
+                2, ["--config.optim.steps=2"], pin=pin)
+  assert len(started) == 2
+  assert all((cmd[:2] == ["taskset", "-c"]) == pin for cmd, _ in started)
+  assert all((ONE_CORE_XLA_FLAGS in flags) == pin for _, flags in started)
+  if pin:
+    assert sorted(cmd[2] for cmd, _ in started) == ["0", "1"]   # one core each
