@@ -1,5 +1,6 @@
-"""Shared fixtures. Tests run on CPU; XLA_FLAGS (set by the Makefile) gives 8
-fake devices for sharding tests.
+"""Shared fixtures. Tests run on CPU; XLA_FLAGS (set by the Makefile) gives
+pytest's processes 8 fake devices for the sharding tests, and the entry points
+they start one (unless a test asks for more).
 
 Every test process (pytest's workers and the entry points the tests start,
 which inherit the environment) shares one JAX persistent compilation cache,
@@ -45,6 +46,14 @@ if "xla_backend_optimization_level" not in os.environ["XLA_FLAGS"]:
 
 import jax  # noqa: E402
 import jax.numpy as jnp  # noqa: E402
+
+# This process keeps its 8 fake devices (the sharding tests); the entry points
+# that tests start inherit one device unless a test gives them more
+# (`xla_flags_with_devices`, `hosts.environment`): an 8-device mesh on 2 cores
+# only adds partitioned compiles, collectives and sharded checkpoint writes.
+# JAX reads XLA_FLAGS once, when its CPU backend starts, here.
+jax.devices()
+os.environ["XLA_FLAGS"] = xla_flags_with_devices(1)
 import numpy as np  # noqa: E402
 import pytest  # noqa: E402
 from hypothesis import HealthCheck, settings  # noqa: E402
