@@ -38,21 +38,25 @@ def xla_flags_with_devices(devices: int) -> str:
   return f"--xla_force_host_platform_device_count={devices} {TEST_XLA_FLAGS}"
 
 
-if "xla_force_host_platform_device_count" not in os.environ.get("XLA_FLAGS", ""):
-  os.environ["XLA_FLAGS"] = (os.environ.get("XLA_FLAGS", "") +
-                             " --xla_force_host_platform_device_count=8").strip()
-if "xla_backend_optimization_level" not in os.environ["XLA_FLAGS"]:
-  os.environ["XLA_FLAGS"] += " " + TEST_XLA_FLAGS
+# pytest's processes (the first one and the xdist workers it starts, which
+# inherit this variable) run with 8 fake devices for the sharding tests; the
+# entry points that tests start get one device unless a test gives them more
+# (`xla_flags_with_devices`, `hosts.environment`): on 2 cores an 8-device mesh
+# only adds partitioned compiles, collectives and sharded checkpoint writes.
+_PYTEST_XLA_FLAGS = "GLOMO_JAX_PYTEST_XLA_FLAGS"
+if _PYTEST_XLA_FLAGS not in os.environ:
+  flags = os.environ.get("XLA_FLAGS", "")
+  if "xla_force_host_platform_device_count" not in flags:
+    flags += " --xla_force_host_platform_device_count=8"
+  if "xla_backend_optimization_level" not in flags:
+    flags += " " + TEST_XLA_FLAGS
+  os.environ[_PYTEST_XLA_FLAGS] = flags.strip()
+os.environ["XLA_FLAGS"] = os.environ[_PYTEST_XLA_FLAGS]
 
 import jax  # noqa: E402
 import jax.numpy as jnp  # noqa: E402
 
-# This process keeps its 8 fake devices (the sharding tests); the entry points
-# that tests start inherit one device unless a test gives them more
-# (`xla_flags_with_devices`, `hosts.environment`): an 8-device mesh on 2 cores
-# only adds partitioned compiles, collectives and sharded checkpoint writes.
-# JAX reads XLA_FLAGS once, when its CPU backend starts, here.
-jax.devices()
+jax.devices()   # JAX reads XLA_FLAGS once, when its CPU backend starts
 os.environ["XLA_FLAGS"] = xla_flags_with_devices(1)
 import numpy as np  # noqa: E402
 import pytest  # noqa: E402

@@ -1,5 +1,8 @@
 """Several hosts (jax.distributed) simulated by processes on 127.0.0.1, each
-with its own fake CPU devices: the helpers of the multi-host tests."""
+with its own fake CPU devices (`HOST_DEVICES`: 2 processes × 2 devices form
+a mesh of 4, as many as the one-process run they are compared with; more
+fake devices only slow the CPU collectives): the helpers of the multi-host
+tests."""
 import os
 import random
 import signal
@@ -10,6 +13,9 @@ import jax
 import orbax.checkpoint as ocp
 
 from conftest import REPO, kill_seed, wait_for_checkpoint, xla_flags_with_devices
+
+
+HOST_DEVICES = 2
 
 
 def free_port() -> int:
@@ -26,8 +32,8 @@ def environment(devices: int) -> dict:
 
 
 def start_hosts(cmd, logs, port=None):
-  """Starts the entry-point command `cmd` as process i of len(logs) (4 devices
-  each), output to logs[i]."""
+  """Starts the entry-point command `cmd` as process i of len(logs)
+  (HOST_DEVICES devices each), output to logs[i]."""
   port = port or free_port()
   procs = []
   for i, log in enumerate(logs):
@@ -35,7 +41,7 @@ def start_hosts(cmd, logs, port=None):
       procs.append(subprocess.Popen(
           cmd + ["--distributed", f"--coordinator_address=127.0.0.1:{port}",
                  f"--num_processes={len(logs)}", f"--process_id={i}"],
-          cwd=REPO, env=environment(4), stdout=f, stderr=subprocess.STDOUT))
+          cwd=REPO, env=environment(HOST_DEVICES), stdout=f, stderr=subprocess.STDOUT))
   return procs
 
 

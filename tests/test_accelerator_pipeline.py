@@ -1,5 +1,6 @@
 """experiments.accelerator_pipeline at its tiny preset on CPU: each stage once,
 resumed across invocations, cut at the budget and resumed, the report."""
+import gzip
 import json
 import os
 import subprocess
@@ -13,8 +14,25 @@ pytestmark = pytest.mark.skipif(not os.path.isdir(os.path.join(SHARED_DATA, "wik
                                 reason="needs ../shared/data")
 
 
-def _pipeline(workdir, *flags, timeout=600):
-  cmd = [sys.executable, "-m", "experiments.accelerator_pipeline", f"--data={SHARED_DATA}",
+def _small_data(root) -> str:
+  """../shared/data's folders, linked, but IMDB cut to every 125th review, 200
+  of both labels (the tiny preset reads 96; tokenizing all 25,000 takes
+  longer than the stage's runs)."""
+  data = root / "data"
+  data.mkdir()
+  for name in os.listdir(SHARED_DATA):
+    if name != "imdb":
+      (data / name).symlink_to(os.path.join(SHARED_DATA, name))
+  (data / "imdb").mkdir()
+  with gzip.open(os.path.join(SHARED_DATA, "imdb", "imdb_train.jsonl.gz"), "rt") as f:
+    head = [line for i, line in enumerate(f) if i % 125 == 0]
+  with gzip.open(data / "imdb" / "imdb_train.jsonl.gz", "wt") as f:
+    f.writelines(head)
+  return str(data)
+
+
+def _pipeline(workdir, data, *flags, timeout=600):
+  cmd = [sys.executable, "-m", "experiments.accelerator_pipeline", f"--data={data}",
          f"--workdir={workdir}", "--preset=tiny", "--wiki_parts=1", "--seeds=0",
          "--variants=embeddings", "--parallel=1", *flags]
   out = subprocess.run(cmd, cwd=REPO, capture_output=True, text=True, timeout=timeout)
@@ -29,13 +47,13 @@ def _runs(workdir, name):
 
 
 def test_stages_resume_across_invocations_and_report(tmp_path):
-  work, out = tmp_path / "w", tmp_path / "out"
-  _, state = _pipeline(work, "--stages=tokenizer,pretrain")
+  work, out, data = tmp_path / "w", tmp_path / "out", _small_data(tmp_path)
+  _, state = _pipeline(work, data, "--stages=tokenizer,pretrain")
   assert state["done"] == ["tokenizer", "pretrain"]
   assert len(state["pretrain_chunks"]) == 1 and state["pretrain_chunks"][0]["step"] == 12
   assert os.path.exists(work / "pretrain" / "export" / "glomo_export.json")
 
-  stdout, state = _pipeline(work, "--stages=tokenizer,pretrain,export,analysis,imdb",
+  stdout, state = _pipeline(work, data, "--stages=tokenizer,pretrain,export,analysis,imdb",
                             f"--out={out}")
   assert state["done"] == ["tokenizer", "pretrain", "export", "analysis", "imdb"]
   assert _runs(work, "tokenizer") == 1 and _runs(work, "pretrain") == 1   # not rerun

@@ -1,6 +1,6 @@
 """A downstream run on several hosts (jax.distributed, processes on
-127.0.0.1 with 4 fake CPU devices each): 2 processes × 4 devices train the
-one-text classifier as 1 process × 8 devices does, and a run SIGKILLed after
+127.0.0.1 with 2 fake CPU devices each): 2 processes × 2 devices train the
+one-text classifier as 1 process × 4 devices does, and a run SIGKILLed after
 a random checkpoint and restarted ends bit for bit where a straight run of
 the same hosts ends (state, best variables, results.json)."""
 import json
@@ -11,9 +11,10 @@ import jax
 import numpy as np
 
 from conftest import REPO, assert_trees_equal, reviews, write_jsonl
-from hosts import environment, kill_hosts_after_a_checkpoint, saved_state, start_hosts, wait_ok
+from hosts import (HOST_DEVICES, environment, kill_hosts_after_a_checkpoint, saved_state,
+                   start_hosts, wait_ok)
 
-STEPS = 12
+STEPS = 8
 TIMING = ("train_time_s", "wall_time_s")
 
 
@@ -38,13 +39,15 @@ def test_two_hosts_train_as_one_and_resume_exactly_after_a_sigkill(tmp_path):
   train = write_jsonl(tmp_path / "train.jsonl", reviews(80, 0))
   test = write_jsonl(tmp_path / "test.jsonl", reviews(16, 1))
   one = tmp_path / "one_host"
-  out = subprocess.run(transfer_cmd(one, train, test), cwd=REPO, env=environment(8),
-                       capture_output=True, text=True, timeout=600)
+  out = subprocess.run(transfer_cmd(one, train, test), cwd=REPO,
+                       env=environment(2 * HOST_DEVICES), capture_output=True, text=True,
+                       timeout=600)
   assert out.returncode == 0, out.stderr[-3000:]
 
   straight, logs = tmp_path / "two_hosts", [tmp_path / f"straight{i}.log" for i in range(2)]
   wait_ok(start_hosts(transfer_cmd(straight, train, test), logs), logs)
-  assert "process 1 of 2, 4 local / 8 global devices" in logs[1].read_text()
+  assert (f"process 1 of 2, {HOST_DEVICES} local / {2 * HOST_DEVICES} global devices"
+          in logs[1].read_text())
   a, b = results(one), results(straight)
   np.testing.assert_allclose([c["train_loss"] for c in a["curves"]],
                              [c["train_loss"] for c in b["curves"]], rtol=1e-5)

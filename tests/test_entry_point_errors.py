@@ -7,7 +7,7 @@ import sys
 
 import pytest
 
-from conftest import REPO
+from conftest import REPO, xla_flags_with_devices
 
 PRETRAIN = ["-m", "experiments.pretrain"]
 WIKI_TINY = "--config=experiments/configs/wiki_cpu.py:tiny"
@@ -59,7 +59,8 @@ def test_pretraining_corpus_and_config_mistakes(corpora, tmp_path, name, flags, 
 def test_a_batch_that_does_not_split_over_the_devices(corpora, tmp_path):
   out = run(PRETRAIN + [WIKI_TINY, f"--workdir={tmp_path / 'run'}",
                         f"--config.corpus.pattern={corpora}/short.txt", "--config.vocab_size=24",
-                        "--config.batch_size=4", "--config.heldout_fraction=0"])
+                        "--config.batch_size=4", "--config.heldout_fraction=0"],
+            env={"XLA_FLAGS": xla_flags_with_devices(8)})
   assert_one_line(out, "a batch of 4 rows cannot be split over the 8 devices", "multiples of 8")
 
 

@@ -1,8 +1,8 @@
 """Several hosts (jax.distributed), simulated by processes on 127.0.0.1 with
 fake CPU devices:
 
-* 2 processes × 4 devices (one global mesh of 8) train to the same parameters
-  as 1 process × 8 devices; killed with SIGKILL mid-run and restarted, they
+* 2 processes × 2 devices (one global mesh of 4) train to the same parameters
+  as 1 process × 4 devices; killed with SIGKILL mid-run and restarted, they
   end bit for bit where a straight run ends;
 * a SIGTERM delivered to one process only makes both save the same step and
   exit cleanly;
@@ -20,10 +20,10 @@ import jax
 import numpy as np
 
 from conftest import REPO, assert_trees_equal
-from hosts import (environment, free_port, kill_hosts_after_a_checkpoint, saved_state,
-                   start_hosts, wait_ok)
+from hosts import (HOST_DEVICES, environment, free_port, kill_hosts_after_a_checkpoint,
+                   saved_state, start_hosts, wait_ok)
 
-STEPS = 8
+STEPS = 6
 
 
 def pretrain_cmd(workdir, steps=STEPS, *extra):
@@ -43,13 +43,14 @@ def final_state(workdir, step=STEPS):
 
 def test_two_hosts_train_as_one_and_resume_exactly_after_a_sigkill(tmp_path):
   one = tmp_path / "one_host"
-  out = subprocess.run(pretrain_cmd(one), cwd=REPO, env=environment(8), capture_output=True,
-                       text=True, timeout=600)
+  out = subprocess.run(pretrain_cmd(one), cwd=REPO, env=environment(2 * HOST_DEVICES),
+                       capture_output=True, text=True, timeout=600)
   assert out.returncode == 0, out.stderr[-3000:]
 
   straight, logs = tmp_path / "two_hosts", [tmp_path / f"straight{i}.log" for i in range(2)]
   wait_ok(start_hosts(pretrain_cmd(straight), logs), logs)
-  assert "process 1 of 2, 4 local / 8 global devices" in logs[1].read_text()
+  assert (f"process 1 of 2, {HOST_DEVICES} local / {2 * HOST_DEVICES} global devices"
+          in logs[1].read_text())
   a, b = final_state(one), final_state(straight)
   assert int(a["step"]) == int(b["step"]) == STEPS
   for x, y in zip(jax.tree_util.tree_leaves(a["params"]), jax.tree_util.tree_leaves(b["params"])):
@@ -90,7 +91,7 @@ def test_each_host_reads_its_own_rows_of_every_batch(tmp_path):
       procs.append(subprocess.Popen(
           [sys.executable, os.path.join(REPO, "tests", "multihost_data_worker.py"), str(port),
            str(i), "2", str(tmp_path / "run"), str(tmp_path / f"rows{i}.npz")],
-          cwd=REPO, env=dict(environment(4), PYTHONPATH=REPO), stdout=f,
+          cwd=REPO, env=dict(environment(HOST_DEVICES), PYTHONPATH=REPO), stdout=f,
           stderr=subprocess.STDOUT))
   wait_ok(procs, logs)
   host = [np.load(tmp_path / f"rows{i}.npz") for i in range(2)]
