@@ -2,6 +2,7 @@
 pixel predictor export, results.json, exact resume, SGD + cosine, mistakes."""
 import json
 
+import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
@@ -12,6 +13,8 @@ from glomo_jax.images.data import ImageSource
 from glomo_jax.images.pretraining import ImagePretrainConfig, pretrain_images
 from glomo_jax.downstream.options import OptimOptions
 from glomo_jax.train.config import LoopOptions
+
+ONE = jax.devices()[:1]   # in-process runs on one device: cheaper compiles
 
 
 def write_cifar(path, n=40, size=8):
@@ -34,7 +37,7 @@ def files(tmp_path_factory):
       model=model, images=ImageSource("npz", path), downsample=2, heldout_images=8,
       batch_size=8, loop=LoopOptions(num_steps=2, eval_every=2, checkpoint_every=2,
                                      compile_fast=True)),
-      str(root / "pretrain"))
+      str(root / "pretrain"), devices=ONE)
   return path, pretrained["export"]
 
 
@@ -53,7 +56,7 @@ def test_every_variant_trains_and_writes_results(files, tmp_path, variant):
   path, export = files
   config = config_for(path, variant=variant, predictor_export=export if variant == "glomo"
                       else None, graph_downsample=2)
-  results = run_cifar(config, str(tmp_path / variant))
+  results = run_cifar(config, str(tmp_path / variant), devices=ONE)
   assert results["steps"] == 4 and results["images"] == {"train": 32, "validation": 8,
                                                           "test": 40}
   assert 0 <= results["validation_accuracy"] <= 1 and 0 <= results["test"] <= 1
@@ -67,19 +70,20 @@ def test_a_resumed_run_equals_a_straight_one(files, tmp_path):
   # a constant rate: a cosine over 2 steps is another schedule than over 4
   config = config.replace(optim=OptimOptions(**dict(config.optim.__dict__,
                                                     schedule="constant")))
-  straight = run_cifar(config, str(tmp_path / "straight"))
+  straight = run_cifar(config, str(tmp_path / "straight"), devices=ONE)
   half = dict(config.optim.__dict__, steps=2)
-  run_cifar(config.replace(optim=OptimOptions(**half)), str(tmp_path / "resumed"))
-  resumed = run_cifar(config, str(tmp_path / "resumed"))
+  run_cifar(config.replace(optim=OptimOptions(**half)), str(tmp_path / "resumed"),
+            devices=ONE)
+  resumed = run_cifar(config, str(tmp_path / "resumed"), devices=ONE)
   assert [c["train_loss"] for c in resumed["curves"]] == \
       [c["train_loss"] for c in straight["curves"]]
   assert resumed["test"] == straight["test"]
   cosine = config.replace(optim=OptimOptions(**dict(config.optim.__dict__, steps=2,
                                                     schedule="cosine")))
-  run_cifar(cosine, str(tmp_path / "cosine"))
+  run_cifar(cosine, str(tmp_path / "cosine"), devices=ONE)
   longer = OptimOptions(**dict(cosine.optim.__dict__, steps=4))
   with pytest.raises(ValueError, match="another config.*optim.steps"):
-    run_cifar(cosine.replace(optim=longer), str(tmp_path / "cosine"))
+    run_cifar(cosine.replace(optim=longer), str(tmp_path / "cosine"), devices=ONE)
 
 
 def test_sgd_with_weight_decay_and_cosine_schedule():
@@ -105,9 +109,10 @@ def test_mistakes_are_named(files, tmp_path):
   unlabelled = tmp_path / "u.npz"
   np.savez(unlabelled, images=np.zeros((20, 8, 8, 3), np.uint8))
   with pytest.raises(ValueError, match="has no labels"):
-    run_cifar(config_for(str(unlabelled), test=None), str(tmp_path / "u"))
+    run_cifar(config_for(str(unlabelled), test=None), str(tmp_path / "u"), devices=ONE)
   with pytest.raises(ValueError, match="must be labelled 8×8 images"):
-    run_cifar(config_for(path, test=ImageSource("npz", str(unlabelled))), str(tmp_path / "t"))
+    run_cifar(config_for(path, test=ImageSource("npz", str(unlabelled))), str(tmp_path / "t"),
+              devices=ONE)
 
 
 @pytest.mark.parametrize("arg", ["", "cpu", "tiny"])
@@ -169,6 +174,6 @@ def test_trains_on_mock_tfds_cifar10(tmp_path):
   with tfds.testing.mock_data(as_data_source_fn=lambda *a, **k: records):
     results = run_cifar(config.replace(optim=OptimOptions(**dict(config.optim.__dict__,
                                                                  steps=2))),
-                        str(tmp_path / "run"))
+                        str(tmp_path / "run"), devices=ONE)
   assert results["steps"] == 2 and results["images"] == {"train": 16, "validation": 8,
                                                           "test": 24}

@@ -3,6 +3,7 @@ loss, resumes exactly, refuses another config's workdir."""
 import json
 import os
 
+import jax
 import numpy as np
 import pytest
 
@@ -12,6 +13,8 @@ from glomo_jax.export import ExportedPixelGraphPredictor, load_graph_predictor
 from glomo_jax.images import PixelGLoMo
 from glomo_jax.images.pretraining import ImagePretrainConfig, pretrain_images
 from glomo_jax.train.config import LoopOptions
+
+ONE = jax.devices()[:1]   # in-process runs on one device: cheaper compiles
 
 
 def write_images(path, n=24, size=8):
@@ -34,7 +37,7 @@ def config_for(path, steps=4, **changes):
 
 def test_trains_evaluates_and_resumes_exactly(tmp_path):
   path = write_images(tmp_path / "images.npz")
-  straight = pretrain_images(config_for(path), str(tmp_path / "straight"))
+  straight = pretrain_images(config_for(path), str(tmp_path / "straight"), devices=ONE)
   assert straight["step"] == 4
   heldout = straight["eval"]["heldout"]
   h = w = 4                     # right, below-left, below, below-right targets in a 4×4 image
@@ -42,20 +45,20 @@ def test_trains_evaluates_and_resumes_exactly(tmp_path):
   assert np.isfinite(heldout["loss"]) and heldout["bits_per_value"] == pytest.approx(
       heldout["loss"] / np.log(2))
   resumed_dir = str(tmp_path / "resumed")
-  first = pretrain_images(config_for(path, steps=2), resumed_dir)
+  first = pretrain_images(config_for(path, steps=2), resumed_dir, devices=ONE)
   assert first["step"] == 2
-  resumed = pretrain_images(config_for(path), resumed_dir)
+  resumed = pretrain_images(config_for(path), resumed_dir, devices=ONE)
   assert resumed["first_step"] == 2 and resumed["step"] == 4
   assert resumed["eval"]["heldout"]["loss"] == heldout["loss"]
   with open(os.path.join(resumed_dir, "config.json")) as f:
     assert json.load(f)["downsample"] == 2
   with pytest.raises(ValueError, match="another config"):
-    pretrain_images(config_for(path, steps=6, learning_rate=0.5), resumed_dir)
+    pretrain_images(config_for(path, steps=6, learning_rate=0.5), resumed_dir, devices=ONE)
 
 
 def test_the_export_loads_in_one_call_for_any_image_size(tmp_path):
   path = write_images(tmp_path / "images.npz")
-  summary = pretrain_images(config_for(path, steps=2), str(tmp_path / "run"))
+  summary = pretrain_images(config_for(path, steps=2), str(tmp_path / "run"), devices=ONE)
   predictor = load_graph_predictor(summary["export"])
   assert isinstance(predictor, ExportedPixelGraphPredictor)
   assert predictor.metadata["step"] == 2 and predictor.manifest["units"] == "pixels"
@@ -83,14 +86,14 @@ def test_trains_on_mock_tfds_imagenet_resized(tmp_path):
                                                    "train", reader="data_source"),
                       steps=2, export=False)
   with tfds.testing.mock_data(as_data_source_fn=lambda *a, **k: records):
-    summary = pretrain_images(config, str(tmp_path / "run"))
+    summary = pretrain_images(config, str(tmp_path / "run"), devices=ONE)
   assert summary["step"] == 2 and np.isfinite(summary["eval"]["heldout"]["loss"])
 
 
 def test_too_few_heldout_images_is_a_clear_error(tmp_path):
   path = write_images(tmp_path / "images.npz")
   with pytest.raises(ValueError, match="make no batch of 8"):
-    pretrain_images(config_for(path, heldout_images=3), str(tmp_path / "run"))
+    pretrain_images(config_for(path, heldout_images=3), str(tmp_path / "run"), devices=ONE)
 
 
 @pytest.mark.parametrize("arg", ["", "cpu", "tiny"])

@@ -2,10 +2,13 @@
 experiments.graph_stats entry point on a pixel export."""
 import math
 
+import jax
 import numpy as np
 import pytest
 
 from glomo_jax.eval.pixel_stats import pixel_graph_statistics
+
+ONE = jax.devices()[:1]   # in-process runs on one device: cheaper compiles
 
 
 def left_or_above(h, w):
@@ -63,7 +66,8 @@ def test_entry_point_on_a_pixel_export(tmp_path, tiny_export):
   from glomo_jax.images.pretraining import pretrain_images  # noqa: PLC0415
   from test_images_pretraining import config_for, write_images  # noqa: PLC0415
   path = write_images(tmp_path / "images.npz")
-  export = pretrain_images(config_for(path, steps=1), str(tmp_path / "run"))["export"]
+  export = pretrain_images(config_for(path, steps=1), str(tmp_path / "run"),
+                           devices=ONE)["export"]
   table = pixel_statistics_table(export, path, num=5, factor=2, batch_size=2)
   lines = table.splitlines()
   assert lines[0].startswith("5 images evenly spaced") and "4×4" in lines[0]
