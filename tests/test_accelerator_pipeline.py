@@ -15,9 +15,9 @@ pytestmark = pytest.mark.skipif(not os.path.isdir(os.path.join(SHARED_DATA, "wik
 
 
 def _small_data(root) -> str:
-  """../shared/data's folders, linked, but IMDB cut to every 125th review, 200
-  of both labels (the tiny preset reads 96; tokenizing all 25,000 takes
-  longer than the stage's runs)."""
+  """../shared/data's folders, linked, but IMDB cut to every 125th review (200
+  reviews, 100 of each label; the tiny preset reads 96, and tokenizing all
+  25,000 takes longer than the stage's runs)."""
   data = root / "data"
   data.mkdir()
   for name in os.listdir(SHARED_DATA):

@@ -15,6 +15,7 @@ from glomo_jax.downstream.options import OptimOptions
 from glomo_jax.train.config import LoopOptions
 
 ONE = jax.devices()[:1]   # in-process runs on one device: cheaper compiles
+TWO = jax.devices()[:2]   # but every variant once on a mesh of 2 (sharded image runs)
 
 
 def write_cifar(path, n=40, size=8):
@@ -56,7 +57,7 @@ def test_every_variant_trains_and_writes_results(files, tmp_path, variant):
   path, export = files
   config = config_for(path, variant=variant, predictor_export=export if variant == "glomo"
                       else None, graph_downsample=2)
-  results = run_cifar(config, str(tmp_path / variant), devices=ONE)
+  results = run_cifar(config, str(tmp_path / variant), devices=TWO)
   assert results["steps"] == 4 and results["images"] == {"train": 32, "validation": 8,
                                                           "test": 40}
   assert 0 <= results["validation_accuracy"] <= 1 and 0 <= results["test"] <= 1

@@ -15,6 +15,7 @@ from glomo_jax.images.pretraining import ImagePretrainConfig, pretrain_images
 from glomo_jax.train.config import LoopOptions
 
 ONE = jax.devices()[:1]   # in-process runs on one device: cheaper compiles
+TWO = jax.devices()[:2]   # but the resumed run on a mesh of 2 (sharded checkpoints)
 
 
 def write_images(path, n=24, size=8):
@@ -37,7 +38,7 @@ def config_for(path, steps=4, **changes):
 
 def test_trains_evaluates_and_resumes_exactly(tmp_path):
   path = write_images(tmp_path / "images.npz")
-  straight = pretrain_images(config_for(path), str(tmp_path / "straight"), devices=ONE)
+  straight = pretrain_images(config_for(path), str(tmp_path / "straight"), devices=TWO)
   assert straight["step"] == 4
   heldout = straight["eval"]["heldout"]
   h = w = 4                     # right, below-left, below, below-right targets in a 4×4 image
@@ -45,15 +46,15 @@ def test_trains_evaluates_and_resumes_exactly(tmp_path):
   assert np.isfinite(heldout["loss"]) and heldout["bits_per_value"] == pytest.approx(
       heldout["loss"] / np.log(2))
   resumed_dir = str(tmp_path / "resumed")
-  first = pretrain_images(config_for(path, steps=2), resumed_dir, devices=ONE)
+  first = pretrain_images(config_for(path, steps=2), resumed_dir, devices=TWO)
   assert first["step"] == 2
-  resumed = pretrain_images(config_for(path), resumed_dir, devices=ONE)
+  resumed = pretrain_images(config_for(path), resumed_dir, devices=TWO)
   assert resumed["first_step"] == 2 and resumed["step"] == 4
   assert resumed["eval"]["heldout"]["loss"] == heldout["loss"]
   with open(os.path.join(resumed_dir, "config.json")) as f:
     assert json.load(f)["downsample"] == 2
   with pytest.raises(ValueError, match="another config"):
-    pretrain_images(config_for(path, steps=6, learning_rate=0.5), resumed_dir, devices=ONE)
+    pretrain_images(config_for(path, steps=6, learning_rate=0.5), resumed_dir, devices=TWO)
 
 
 def test_the_export_loads_in_one_call_for_any_image_size(tmp_path):

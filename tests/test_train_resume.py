@@ -20,8 +20,9 @@ from conftest import assert_trees_equal, kill_during_run, kill_seed
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 STEPS = 8
-# In-process runs use one device (cheaper compiles); the subprocess runs use
-# all 8 fake devices, so sharded saves and restores are covered there.
+# In-process runs use one device (cheaper compiles), and so do the entry points
+# started here (conftest); sharded saves and restores after a kill:
+# test_train_multihost.py and test_downstream_multihost.py (2 × 2 devices).
 ONE = jax.devices()[:1]
 
 
