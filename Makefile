@@ -16,10 +16,12 @@ install: $(BIN)/python
 install-test: $(BIN)/python
 	$(BIN)/pip install -q -e '.[test]'
 
-# 8 fake CPU devices for the sharding tests; 2 workers (CI has 2 cores).
+# 8 fake CPU devices for the sharding tests; 2 workers (CI has 2 cores), each
+# given a contiguous half of the tests (a file's tests share their programs)
+# and stealing from the other's end once done.
 test: install-test
 	JAX_PLATFORMS=cpu XLA_FLAGS=--xla_force_host_platform_device_count=8 \
-	  $(BIN)/python -m pytest -q -n 2 --durations=15 tests
+	  $(BIN)/python -m pytest -q -n 2 --dist worksteal --durations=15 tests
 
 demo: install
 	$(BIN)/python -m experiments.demo --workdir=runs/demo

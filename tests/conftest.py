@@ -9,6 +9,7 @@ which inherit the environment) shares one JAX persistent compilation cache,
 of a resume test's straight run, is loaded by the next (the killed and the
 resumed run) instead of compiled again. They also compile with
 TEST_XLA_FLAGS (cheap compiles), which subprocesses inherit."""
+import gc
 import json
 import os
 import random
@@ -75,6 +76,14 @@ settings.register_profile("long", derandomize=False, database=None, **_FUZZ)
 settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "ci"))
 
 from glomo_jax import GLoMo, ModelConfig  # noqa: E402
+
+# Tracing makes many short-lived objects, and a pytest process's heap grows
+# with every test's traced and compiled programs, so Python's default
+# thresholds run full collections over it again and again: collect the young
+# generation every 100,000 allocations instead of 700, the oldest rarely, and
+# leave the imported modules out of every collection (WORKSPACE.md, "Tests").
+gc.freeze()
+gc.set_threshold(100_000, 50, 1000)
 
 
 @pytest.fixture

@@ -1,8 +1,9 @@
 """A downstream run on several hosts (jax.distributed, processes on
-127.0.0.1 with 2 fake CPU devices each): 2 processes × 2 devices train the
-one-text classifier as 1 process × 4 devices does, and a run SIGKILLed after
-a random checkpoint and restarted ends bit for bit where a straight run of
-the same hosts ends (state, best variables, results.json)."""
+127.0.0.1 with 2 fake CPU devices each): 2 processes × 2 devices, SIGKILLed
+after a random checkpoint and restarted, train the one-text classifier as 1
+process × 4 devices does straight (losses and parameters to float tolerance,
+as the sums run in another order; accuracies, best step and test score
+equal). Bit-exact resume on one host: test_tasks_classification.py."""
 import json
 import subprocess
 import sys
@@ -10,7 +11,7 @@ import sys
 import jax
 import numpy as np
 
-from conftest import REPO, assert_trees_equal, reviews, write_jsonl
+from conftest import REPO, reviews, write_jsonl
 from hosts import (HOST_DEVICES, environment, kill_hosts_after_a_checkpoint, saved_state,
                    start_hosts, wait_ok)
 
@@ -35,7 +36,7 @@ def results(workdir):
   return {k: v for k, v in out.items() if k not in TIMING}
 
 
-def test_two_hosts_train_as_one_and_resume_exactly_after_a_sigkill(tmp_path):
+def test_two_hosts_killed_and_resumed_train_as_one(tmp_path):
   train = write_jsonl(tmp_path / "train.jsonl", reviews(80, 0))
   test = write_jsonl(tmp_path / "test.jsonl", reviews(16, 1))
   one = tmp_path / "one_host"
@@ -44,29 +45,23 @@ def test_two_hosts_train_as_one_and_resume_exactly_after_a_sigkill(tmp_path):
                        timeout=600)
   assert out.returncode == 0, out.stderr[-3000:]
 
-  straight, logs = tmp_path / "two_hosts", [tmp_path / f"straight{i}.log" for i in range(2)]
-  wait_ok(start_hosts(transfer_cmd(straight, train, test), logs), logs)
+  # SIGKILL one process after a random checkpoint; its partner is then killed too.
+  killed, logs = tmp_path / "killed", [tmp_path / f"killed{i}.log" for i in range(2)]
+  kill_hosts_after_a_checkpoint(transfer_cmd(killed, train, test), logs, killed / "checkpoints",
+                                STEPS - 2, "test_downstream_two_hosts_sigkill")
+  wait_ok(start_hosts(transfer_cmd(killed, train, test), logs), logs)
+  assert "resumed from the checkpoint at step" in logs[0].read_text()
   assert (f"process 1 of 2, {HOST_DEVICES} local / {2 * HOST_DEVICES} global devices"
           in logs[1].read_text())
-  a, b = results(one), results(straight)
+  a, b = results(one), results(killed)
   np.testing.assert_allclose([c["train_loss"] for c in a["curves"]],
                              [c["train_loss"] for c in b["curves"]], rtol=1e-5)
   assert [c["validation_accuracy"] for c in a["curves"]] == [
       c["validation_accuracy"] for c in b["curves"]]
   assert (a["test"], a["best_step"]) == (b["test"], b["best_step"])
-  x, y = (saved_state(str(d), "checkpoints", STEPS)["params"] for d in (one, straight))
-  for u, v in zip(jax.tree_util.tree_leaves(x), jax.tree_util.tree_leaves(y)):
-    np.testing.assert_allclose(np.asarray(u), np.asarray(v), rtol=2e-5, atol=2e-6)
-
-  # SIGKILL one process after a random checkpoint; its partner is then killed too.
-  killed, logs = tmp_path / "killed", [tmp_path / f"killed{i}.log" for i in range(2)]
-  kill_hosts_after_a_checkpoint(transfer_cmd(killed, train, test), logs, killed / "checkpoints", STEPS - 2,
-                                "test_downstream_two_hosts_sigkill")
-  wait_ok(start_hosts(transfer_cmd(killed, train, test), logs), logs)
-  assert "resumed from the checkpoint at step" in logs[0].read_text()
-  assert_trees_equal(saved_state(str(straight), "checkpoints", STEPS),
-                     saved_state(str(killed), "checkpoints", STEPS))
-  best = results(straight)["best_step"]
-  assert_trees_equal(saved_state(str(straight), "best", best)["params"],
-                     saved_state(str(killed), "best", best)["params"])
-  assert results(straight) == results(killed)
+  for folder, step in (("checkpoints", STEPS), ("best", a["best_step"])):
+    x, y = (saved_state(str(d), folder, step)["params"] for d in (one, killed))
+    leaves = jax.tree_util.tree_leaves(x)
+    assert len(leaves) == len(jax.tree_util.tree_leaves(y)) > 0
+    for u, v in zip(leaves, jax.tree_util.tree_leaves(y)):
+      np.testing.assert_allclose(np.asarray(u), np.asarray(v), rtol=2e-5, atol=2e-6)

@@ -1,9 +1,10 @@
 """Several hosts (jax.distributed), simulated by processes on 127.0.0.1 with
 fake CPU devices:
 
-* 2 processes × 2 devices (one global mesh of 4) train to the same parameters
-  as 1 process × 4 devices; killed with SIGKILL mid-run and restarted, they
-  end bit for bit where a straight run ends;
+* 2 processes × 2 devices (one global mesh of 4), SIGKILLed mid-run and
+  restarted, end with the parameters and BatchNorm statistics of 1 process ×
+  4 devices run straight (to float tolerance: the sums run in another order;
+  bit-exact resume on one host: test_train_resume.py);
 * a SIGTERM delivered to one process only makes both save the same step and
   exit cleanly;
 * each process reads its own rows of every global batch: over an epoch no
@@ -19,7 +20,7 @@ import time
 import jax
 import numpy as np
 
-from conftest import REPO, assert_trees_equal
+from conftest import REPO
 from hosts import (HOST_DEVICES, environment, free_port, kill_hosts_after_a_checkpoint,
                    saved_state, start_hosts, wait_ok)
 
@@ -41,20 +42,11 @@ def final_state(workdir, step=STEPS):
   return saved_state(workdir, "checkpoints", step)
 
 
-def test_two_hosts_train_as_one_and_resume_exactly_after_a_sigkill(tmp_path):
+def test_two_hosts_killed_and_resumed_train_as_one(tmp_path):
   one = tmp_path / "one_host"
   out = subprocess.run(pretrain_cmd(one), cwd=REPO, env=environment(2 * HOST_DEVICES),
                        capture_output=True, text=True, timeout=600)
   assert out.returncode == 0, out.stderr[-3000:]
-
-  straight, logs = tmp_path / "two_hosts", [tmp_path / f"straight{i}.log" for i in range(2)]
-  wait_ok(start_hosts(pretrain_cmd(straight), logs), logs)
-  assert (f"process 1 of 2, {HOST_DEVICES} local / {2 * HOST_DEVICES} global devices"
-          in logs[1].read_text())
-  a, b = final_state(one), final_state(straight)
-  assert int(a["step"]) == int(b["step"]) == STEPS
-  for x, y in zip(jax.tree_util.tree_leaves(a["params"]), jax.tree_util.tree_leaves(b["params"])):
-    np.testing.assert_allclose(np.asarray(x), np.asarray(y), rtol=2e-5, atol=2e-6)
 
   # SIGKILL one process after a random checkpoint; its partner is then lost too.
   killed, logs = tmp_path / "killed", [tmp_path / f"killed{i}.log" for i in range(2)]
@@ -62,12 +54,21 @@ def test_two_hosts_train_as_one_and_resume_exactly_after_a_sigkill(tmp_path):
                                 "test_two_hosts_sigkill")
   wait_ok(start_hosts(pretrain_cmd(killed), logs), logs)
   assert "resumed from the checkpoint at step" in logs[0].read_text()
-  assert_trees_equal(final_state(straight), final_state(killed))
+  assert (f"process 1 of 2, {HOST_DEVICES} local / {2 * HOST_DEVICES} global devices"
+          in logs[1].read_text())
+  a, b = final_state(one), final_state(killed)
+  assert int(a["step"]) == int(b["step"]) == STEPS
+  for part in ("params", "batch_stats"):
+    leaves = jax.tree_util.tree_leaves_with_path(a[part])
+    assert len(leaves) == len(jax.tree_util.tree_leaves(b[part])) > 0
+    for (path, x), y in zip(leaves, jax.tree_util.tree_leaves(b[part])):
+      np.testing.assert_allclose(np.asarray(x), np.asarray(y), rtol=2e-5, atol=2e-6,
+                                 err_msg=f"{part}{jax.tree_util.keystr(path)}")
 
 
 def test_sigterm_on_one_host_saves_the_same_step_on_every_host(tmp_path):
   workdir, logs = tmp_path / "run", [tmp_path / f"process{i}.log" for i in range(2)]
-  procs = start_hosts(pretrain_cmd(workdir, 2000, "--config.loop.log_every=50",
+  procs = start_hosts(pretrain_cmd(workdir, 2000, "--config.loop.log_every=5",
                                    "--config.loop.checkpoint_every=5000"), logs)
   deadline = time.time() + 300
   while time.time() < deadline and not all(

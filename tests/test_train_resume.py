@@ -1,4 +1,5 @@
 """Exact resume after a hard kill, corrupt checkpoints, non-finite losses."""
+import functools
 import gc
 import logging
 import os
@@ -66,27 +67,21 @@ def test_sigkill_at_a_random_moment_then_resume_gives_identical_params(tmp_path)
 
 
 def export_matches_the_trained_model(workdir, state):
-  """The export, loaded in a fresh process, gives the trained model's graphs."""
+  """The run's export gives the trained model's graphs (loaded here; a fresh
+  process loads exports in test_export.py)."""
   from glomo_jax import GLoMo  # noqa: PLC0415
   from glomo_jax.export import load_graph_predictor  # noqa: PLC0415
   tokens = np.array([[5, 9, 30, 7, 12, 40, 41, 3, 8, 9], [11, 12, 13, 14, 15, 16, 0, 0, 0, 0]],
                     np.int32)
   mask = tokens > 0
-  np.savez(os.path.join(workdir, "probe.npz"), tokens=tokens, mask=mask)
-  script = ("import sys, numpy as np; from glomo_jax.export import load_graph_predictor; "
-            "d = np.load(sys.argv[2]); p = load_graph_predictor(sys.argv[1]); "
-            "np.save(sys.argv[3], np.asarray(p(d['tokens'], d['mask'])))")
-  out = run([sys.executable, "-c", script, os.path.join(workdir, "export"),
-             os.path.join(workdir, "probe.npz"), os.path.join(workdir, "graphs.npy")],
-            env={**os.environ, "PYTHONPATH": REPO})
-  assert out.returncode == 0, out.stderr[-3000:]
-  fresh = np.load(os.path.join(workdir, "graphs.npy"))
-  config = load_graph_predictor(os.path.join(workdir, "export")).config
+  predictor = load_graph_predictor(os.path.join(workdir, "export"))
+  exported = np.asarray(predictor(tokens, mask))
   variables = {"params": state["params"], "batch_stats": state["batch_stats"]}
-  ref = np.asarray(GLoMo(config).apply(variables, tokens, mask, method=GLoMo.graphs))
-  assert ref.shape == fresh.shape and ref.any()
-  # same weights; the export's jitted program and this eager apply round differently
-  np.testing.assert_allclose(fresh, ref, rtol=0, atol=1e-5)
+  graphs = jax.jit(functools.partial(GLoMo(predictor.config).apply, method=GLoMo.graphs))
+  ref = np.asarray(graphs(variables, tokens, mask))
+  assert ref.shape == exported.shape and ref.any()
+  # same weights; the export's program and this one may round differently
+  np.testing.assert_allclose(exported, ref, rtol=0, atol=1e-5)
 
 
 def test_checkpoint_fingerprints_on_the_host_equal_the_compiled_ones():
@@ -194,14 +189,14 @@ def test_checkpoints_that_no_longer_fit_the_config_are_an_error_not_a_restart(tm
 def test_sigterm_saves_a_checkpoint_and_the_next_run_resumes(tmp_path):
   workdir = str(tmp_path)
   cmd = pretrain_cmd(workdir) + ["--config.loop.checkpoint_every=1000", "--config.loop.num_steps=400",
-                                 "--config.loop.eval_every=1000", "--config.loop.log_every=50"]
+                                 "--config.loop.eval_every=1000", "--config.loop.log_every=10"]
   env = {k: v for k, v in os.environ.items() if k not in ("GLIBC_TUNABLES", "GLOMO_JAX_CPU_TUNING")}
   log = tmp_path / "stderr.txt"
   with open(log, "w", encoding="utf-8") as stderr:
     proc = subprocess.Popen(cmd, cwd=REPO, stdout=subprocess.DEVNULL, stderr=stderr, env=env)
-  # SIGTERM once the run has logged step 50 of 400: training, well before the end
+  # SIGTERM once the run has logged step 10 of 400: training, well before the end
   deadline = time.time() + 300
-  while time.time() < deadline and proc.poll() is None and "step 50/400" not in log.read_text():
+  while time.time() < deadline and proc.poll() is None and "step 10/400" not in log.read_text():
     time.sleep(0.05)
   # the run's own environment: no glibc settings unless GLOMO_JAX_CPU_TUNING=1
   # (tests/test_entry_point_errors.py runs the pretraining entry point with it)
