@@ -80,10 +80,11 @@ from glomo_jax import GLoMo, ModelConfig  # noqa: E402
 # Tracing makes many short-lived objects, and a pytest process's heap grows
 # with every test's traced and compiled programs, so Python's default
 # thresholds run full collections over it again and again: collect the young
-# generation every 100,000 allocations instead of 700, the oldest rarely, and
-# leave the imported modules out of every collection (WORKSPACE.md, "Tests").
+# generation every 100,000 allocations instead of 700 (the middle one every
+# 50 of those, the oldest every 10 of those), and leave the imported modules
+# out of every collection.
 gc.freeze()
-gc.set_threshold(100_000, 50, 1000)
+gc.set_threshold(100_000, 50, 10)
 
 
 @pytest.fixture

@@ -5,11 +5,13 @@ fake devices only slow the CPU collectives): the helpers of the multi-host
 tests."""
 import os
 import random
+import re
 import signal
 import socket
 import subprocess
 
 import jax
+import numpy as np
 import orbax.checkpoint as ocp
 
 from conftest import REPO, kill_seed, wait_for_checkpoint, xla_flags_with_devices
@@ -76,3 +78,25 @@ def kill_hosts_after_a_checkpoint(cmd, logs, checkpoints, last_target: int, name
     procs[i].send_signal(signal.SIGKILL)
     procs[i].wait()
   assert procs[victim].returncode == -signal.SIGKILL, "the run ended before the kill"
+
+
+def resumed_step(logs) -> int:
+  """The checkpoint step every host's log says it resumed from (the same on
+  each; fails if a host did not resume)."""
+  steps = [re.findall(r"resumed from the checkpoint at step (\d+)", log.read_text())
+           for log in logs]
+  assert all(len(s) == 1 for s in steps) and len({s[0] for s in steps}) == 1, steps
+  return int(steps[0][0])
+
+
+def assert_states_close(a, b, parts, exact=("rng", "step", "lr_scale")) -> None:
+  """Two saved states: the `parts` (e.g. 'params') to float tolerance (sums
+  in another order on another mesh), the `exact` entries bit for bit."""
+  for part in parts:
+    leaves = jax.tree_util.tree_leaves_with_path(a[part])
+    assert len(leaves) == len(jax.tree_util.tree_leaves(b[part])) > 0, part
+    for (path, x), y in zip(leaves, jax.tree_util.tree_leaves(b[part])):
+      np.testing.assert_allclose(np.asarray(x), np.asarray(y), rtol=2e-5, atol=2e-6,
+                                 err_msg=f"{part}{jax.tree_util.keystr(path)}")
+  for name in exact:
+    np.testing.assert_array_equal(np.asarray(a[name]), np.asarray(b[name]), err_msg=name)
