@@ -61,5 +61,5 @@ def test_two_hosts_killed_and_resumed_train_as_one(tmp_path):
   assert (a["test"], a["best_step"]) == (b["test"], b["best_step"])
   assert_states_close(saved_state(str(one), "checkpoints", STEPS),
                       saved_state(str(killed), "checkpoints", STEPS), ("params",))
-  x, y = (saved_state(str(d), "best", a["best_step"])["params"] for d in (one, killed))
-  assert_states_close({"params": x}, {"params": y}, ("params",), exact=())
+  assert_states_close(*(saved_state(str(d), "best", a["best_step"]) for d in (one, killed)),
+                      ("params",), exact=())
