@@ -45,7 +45,7 @@ def compiled_step(config):
   from glomo_jax import tuning  # noqa: PLC0415
   from glomo_jax.pretraining import GLoMoObjective  # noqa: PLC0415
   from glomo_jax.pretraining.fixed_graphs import fixed_graph_fn  # noqa: PLC0415
-  from glomo_jax.train.step import init_state, train_step  # noqa: PLC0415
+  from glomo_jax.train.step import init_state, state_creator, train_step  # noqa: PLC0415
   model = config.model.replace(vocab_size=config.vocab_size)
   source = "uniform" if config.graph_source == "export" else config.graph_source
   tx = config.build_optimizer()
@@ -53,7 +53,7 @@ def compiled_step(config):
                         split_batch_scores=tuning.split_batch_scores(jax.devices()),
                         fixed_graphs=fixed_graph_fn(source, model.num_graph_layers,
                                                     model.num_heads))
-  state = init_state(task, tx, jax.random.PRNGKey(config.seed))
+  state = init_state(state_creator(task, tx), jax.random.PRNGKey(config.seed))
   step = jax.jit(lambda s, b: train_step(task, tx, s, b), donate_argnums=0)
   shape = (config.batch_size, config.bptt)
 

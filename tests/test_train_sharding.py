@@ -10,7 +10,7 @@ import pytest
 from glomo_jax import ModelConfig, tuning
 from glomo_jax.pretraining import GLoMoObjective, PretrainConfig, train_and_evaluate
 from glomo_jax.train import (batch_sharding, create_state, init_state, make_mesh,
-                             make_optimizer, state_shardings, train_step)
+                             make_optimizer, state_creator, state_shardings, train_step)
 from glomo_jax.train.sharding import fsdp_spec, replicated
 from conftest import REPO
 
@@ -94,7 +94,7 @@ def test_state_init_compiled_for_memory_gives_the_default_compile_bit_for_bit(mo
   mesh = make_mesh(data=4, fsdp=2, devices=jax.devices()[:8])
   init = functools.partial(create_state, objective, tx)
   state_sh = state_shardings(mesh, jax.eval_shape(init, rng))
-  got = init_state(objective, tx, rng, state_sh, options)
+  got = init_state(state_creator(objective, tx), rng, state_sh, options)
   # XLA's defaults (the suite compiles cheaply: conftest)
   want = jax.jit(init, out_shardings=state_sh).lower(rng).compile(compiler_options={
       "xla_backend_optimization_level": 3, "xla_cpu_use_fusion_emitters": True})(rng)

@@ -45,8 +45,9 @@ def init_state(task, tx, seed: int):
 
   from glomo_jax import tuning
   from glomo_jax.train.step import init_state as build
+  from glomo_jax.train.step import state_creator
   options = tuning.compiler_options(jax.devices()[0].platform, one_off=True)
-  return build(task, tx, jax.random.PRNGKey(seed), compiler_options=options)
+  return build(state_creator(task, tx), jax.random.PRNGKey(seed), compiler_options=options)
 
 
 def compiled_step(args, mc, phases: dict | None = None):

@@ -7,7 +7,7 @@ from glomo_jax.train.loop import NonFiniteLossError, run
 from glomo_jax.train.optimizer import make_optimizer
 from glomo_jax.train.sharding import batch_sharding, make_mesh, state_shardings
 from glomo_jax.train.state import TrainState
-from glomo_jax.train.step import create_state, init_state, step_rngs, train_step
+from glomo_jax.train.step import create_state, init_state, state_creator, step_rngs, train_step
 from glomo_jax.train.task import Batches, RunContext, Task
 from glomo_jax.train.workdir import WorkdirInUseError, hold_workdir
 
@@ -15,5 +15,5 @@ __all__ = [
     "Batches", "Checkpointer", "LoopConfig", "NonFiniteLossError", "RunContext", "Task",
     "TrainState", "UnrestorableCheckpointError", "WorkdirInUseError", "batch_sharding",
     "create_state", "hold_workdir", "init_state", "make_mesh", "make_optimizer", "run",
-    "state_shardings", "step_rngs", "train_step",
+    "state_creator", "state_shardings", "step_rngs", "train_step",
 ]

@@ -43,7 +43,8 @@ from glomo_jax.train.preemption import Preemption
 from glomo_jax.train.programs import Program, batch_spec, global_batch, signature
 from glomo_jax.train.record import Record
 from glomo_jax.train.sharding import make_mesh, replicated, state_shardings
-from glomo_jax.train.step import accumulating_step, create_state, init_state, metric_shapes
+from glomo_jax.train.step import (accumulating_step, init_state, jitted_train_step,
+                                  metric_shapes, state_creator)
 from glomo_jax.train.task import RunContext, Task
 from glomo_jax.train.workdir import hold_workdir
 
@@ -94,8 +95,8 @@ class _Loop:
     self.mesh = make_mesh(config.mesh_data, config.mesh_fsdp, devices)
     self.platform = self.mesh.devices.flat[0].platform
     self.tx = task.optimizer()
-    abstract = jax.eval_shape(functools.partial(create_state, task, self.tx),
-                              jax.random.PRNGKey(config.seed))
+    self._create = state_creator(task, self.tx)   # traced once: shapes, init
+    abstract = jax.eval_shape(self._create, jax.random.PRNGKey(config.seed))
     self.state_sh = state_shardings(self.mesh, abstract)
     self.abstract = jax.tree_util.tree_map(
         lambda x, s: jax.ShapeDtypeStruct(x.shape, x.dtype, sharding=s), abstract, self.state_sh)
@@ -104,7 +105,8 @@ class _Loop:
     # Programs, checkpoints, writer ------------------------------------------------
     fast = config.compile_fast
     carry_sh = (self.state_sh, replicated(self.mesh))      # (state, metric sums)
-    self.train_prog = Program("train step", functools.partial(accumulating_step, task, self.tx),
+    self._step = jitted_train_step(task, self.tx)   # traced once: metric shapes, program
+    self.train_prog = Program("train step", functools.partial(accumulating_step, self._step),
                               self.mesh, carry_sh, carry_sh, donate=True, fast=fast)
     self._metric_shapes: dict[tuple, Any] = {}
     self.variables_sh = {"params": self.state_sh.params,
@@ -205,7 +207,7 @@ class _Loop:
     signature, replicated on the mesh: the sums at the start of an interval."""
     key = signature(batch)
     if key not in self._metric_shapes:
-      self._metric_shapes[key] = metric_shapes(self.task, self.tx, self.abstract, batch)
+      self._metric_shapes[key] = metric_shapes(self._step, self.abstract, batch)
     sharding = replicated(self.mesh)
     if abstract:
       return jax.tree_util.tree_map(
@@ -243,8 +245,7 @@ class _Loop:
           "optimiser config changed, use a new --workdir (nothing was overwritten)")
     options = tuning.compiler_options(self.platform, fast=self.config.compile_fast,
                                       one_off=True)
-    return init_state(self.task, self.tx, jax.random.PRNGKey(self.config.seed),
-                      self.state_sh, options)
+    return init_state(self._create, jax.random.PRNGKey(self.config.seed), self.state_sh, options)
 
   def _context(self, state) -> RunContext:
     return RunContext(self.workdir, self.is_main, self.mesh, state, self.record.history,

@@ -25,12 +25,20 @@ def create_state(task, tx: optax.GradientTransformation, rng: jax.Array) -> Trai
   return TrainState.create(task.init_variables(params_rng), tx, run_rng)
 
 
-def init_state(task, tx: optax.GradientTransformation, rng: jax.Array, out_shardings=None,
+def state_creator(task, tx: optax.GradientTransformation):
+  """`create_state` for (task, tx) as a function of the rng, jitted to be
+  inlined into the programs that call it: JAX keeps its first trace (e.g. a
+  `jax.eval_shape` for the state's shapes), and `init_state`'s compile reuses
+  that trace instead of tracing the initialisation again."""
+  return jax.jit(functools.partial(create_state, task, tx), inline=True)
+
+
+def init_state(create, rng: jax.Array, out_shardings=None,
                compiler_options: dict | None = None) -> TrainState:
-  """`create_state` jitted with `out_shardings` and compiled with
-  `compiler_options` (`glomo_jax.tuning.compiler_options(..., one_off=True)`)."""
-  init = functools.partial(create_state, task, tx)
-  jitted = jax.jit(init) if out_shardings is None else jax.jit(init, out_shardings=out_shardings)
+  """`create(rng)` (`state_creator(task, tx)`) jitted with `out_shardings`
+  and compiled with `compiler_options`
+  (`glomo_jax.tuning.compiler_options(..., one_off=True)`)."""
+  jitted = jax.jit(create) if out_shardings is None else jax.jit(create, out_shardings=out_shardings)
   return jitted.lower(rng).compile(compiler_options=compiler_options)(rng)
 
 
@@ -58,20 +66,28 @@ def train_step(task, tx: optax.GradientTransformation, state: TrainState, batch:
   return new_state, metrics
 
 
-def accumulating_step(task, tx: optax.GradientTransformation, carry, batch: dict):
-  """`train_step` that adds its metrics to running sums on the device, so a
-  loop fetches them only when it reports.
+def jitted_train_step(task, tx: optax.GradientTransformation):
+  """`train_step` for (task, tx) as a function of (state, batch), jitted to be
+  inlined into the programs that call it: JAX keeps its first trace (e.g.
+  `metric_shapes`'), and a program that calls it (`accumulating_step`) reuses
+  that trace instead of tracing the model once more."""
+  return jax.jit(functools.partial(train_step, task, tx), inline=True)
 
-  carry: (state, sums), sums with the structure of train_step's metrics
+
+def accumulating_step(step, carry, batch: dict):
+  """`step` (`jitted_train_step`) that adds its metrics to running sums on
+  the device, so a loop fetches them only when it reports.
+
+  carry: (state, sums), sums with the structure of the step's metrics
   (`metric_shapes`; zeros at the start of an interval). Returns (new state,
   sums + metrics).
   """
   state, sums = carry
-  state, metrics = train_step(task, tx, state, batch)
+  state, metrics = step(state, batch)
   return state, jax.tree_util.tree_map(jnp.add, sums, metrics)
 
 
-def metric_shapes(task, tx: optax.GradientTransformation, state, batch: dict):
-  """The shapes and dtypes of `train_step`'s metrics for (abstract) state and
-  batch, traced without computing."""
-  return jax.eval_shape(functools.partial(train_step, task, tx), state, batch)[1]
+def metric_shapes(step, state, batch: dict):
+  """The shapes and dtypes of `step`'s (`jitted_train_step`) metrics for
+  (abstract) state and batch, traced without computing."""
+  return jax.eval_shape(step, state, batch)[1]
