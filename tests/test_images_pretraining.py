@@ -1,6 +1,7 @@
 """Pixel pretraining on the loop: trains on an .npz, evaluates the held-out
 loss, resumes exactly, refuses another config's workdir."""
 import json
+import logging
 import os
 
 import jax
@@ -36,9 +37,17 @@ def config_for(path, steps=4, **changes):
   return base.replace(**changes)
 
 
-def test_trains_evaluates_and_resumes_exactly(tmp_path):
-  path = write_images(tmp_path / "images.npz")
-  straight = pretrain_images(config_for(path), str(tmp_path / "straight"), devices=TWO)
+@pytest.fixture(scope="module")
+def straight_run(tmp_path_factory):
+  """(images path, summary) of a 4-step run on a mesh of 2 (sharded
+  checkpoints) with its export: the resume and export tests read it."""
+  root = tmp_path_factory.mktemp("images")
+  path = write_images(root / "images.npz")
+  return path, pretrain_images(config_for(path), str(root / "straight"), devices=TWO)
+
+
+def test_trains_evaluates_and_resumes_exactly(straight_run, tmp_path, caplog):
+  path, straight = straight_run
   assert straight["step"] == 4
   heldout = straight["eval"]["heldout"]
   h = w = 4                     # right, below-left, below, below-right targets in a 4×4 image
@@ -53,23 +62,25 @@ def test_trains_evaluates_and_resumes_exactly(tmp_path):
   assert resumed["eval"]["heldout"]["loss"] == heldout["loss"]
   with open(os.path.join(resumed_dir, "config.json")) as f:
     assert json.load(f)["downsample"] == 2
+  caplog.set_level(logging.INFO, logger="glomo_jax.train")
+  caplog.clear()
   with pytest.raises(ValueError, match="another config"):
     pretrain_images(config_for(path, steps=6, learning_rate=0.5), resumed_dir, devices=TWO)
+  assert "compiled in" not in caplog.text         # named before anything compiles
 
 
-def test_the_export_loads_in_one_call_for_any_image_size(tmp_path):
-  path = write_images(tmp_path / "images.npz")
-  summary = pretrain_images(config_for(path, steps=2), str(tmp_path / "run"), devices=ONE)
+def test_the_export_loads_in_one_call_for_any_image_size(straight_run):
+  path, summary = straight_run
   predictor = load_graph_predictor(summary["export"])
   assert isinstance(predictor, ExportedPixelGraphPredictor)
-  assert predictor.metadata["step"] == 2 and predictor.manifest["units"] == "pixels"
+  assert predictor.metadata["step"] == 4 and predictor.manifest["units"] == "pixels"
   images = np.asarray(np.load(path)["images"][:2])          # 8×8: not the trained 4×4
   graphs = np.asarray(predictor(images))
   L = predictor.config.num_graph_layers
   assert graphs.shape == (2, 2 * L, predictor.config.num_heads, 64, 64)
   expected = PixelGLoMo(predictor.config, (8, 8)).apply(
       predictor.variables, images, method=PixelGLoMo.graphs)
-  np.testing.assert_allclose(graphs, expected, rtol=1e-6, atol=1e-7)
+  np.testing.assert_allclose(graphs, expected, rtol=1e-4, atol=1e-5)   # jitted vs eager
   assert np.all(graphs[:, :L][..., ~np.tril(np.ones((64, 64), bool), -1)] == 0)
   assert set(predictor.variables["params"]) == {"embedding", "graph_fw", "graph_bw"}
   with pytest.raises(ValueError, match="uint8"):

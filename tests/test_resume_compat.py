@@ -64,12 +64,11 @@ def test_a_config_json_of_the_earlier_layout_reads_and_resumes(tmp_path):
   graph-transfer fields into `transfer` reads as the same config (export,
   the answer command), and a resumed run compares it field by field."""
   import json  # noqa: PLC0415
-  import types  # noqa: PLC0415
   import pytest  # noqa: PLC0415
   from glomo_jax.images.cifar import CifarConfig  # noqa: PLC0415
   from glomo_jax.squad import SquadConfig  # noqa: PLC0415
   from glomo_jax.tasks import TransferConfig  # noqa: PLC0415
-  from glomo_jax.train.run_config import record_run_config  # noqa: PLC0415
+  from glomo_jax.train.run_config import check_run_config  # noqa: PLC0415
   config = PretrainConfig(loop=PretrainConfig().loop.__class__(num_steps=77, eval_every=5))
   flat = {k: v for k, v in config.to_dict().items() if k != "loop"} | config.to_dict()["loop"]
   assert PretrainConfig.from_dict(flat) == config
@@ -86,12 +85,10 @@ def test_a_config_json_of_the_earlier_layout_reads_and_resumes(tmp_path):
   assert CifarConfig.from_dict(old_cifar) == cifar
   # a resumed text run: the recorded earlier layout is the same config
   (tmp_path / "config.json").write_text(json.dumps(old))
-  ctx = types.SimpleNamespace(workdir=str(tmp_path), state=types.SimpleNamespace(step=3),
-                              is_main=False)
   same = TransferConfig.from_dict(old)
-  record_run_config(ctx, same.to_dict(), same.resumable(), TransferConfig)
+  check_run_config(str(tmp_path), same.to_dict(), same.resumable(), TransferConfig)
   with pytest.raises(ValueError, match=r"changed: model\.transfer\.num_mixtures"):
     other = same.replace(model=same.model.__class__(**{
         **vars(same.model), "transfer": same.model.transfer.__class__(num_mixtures=3,
                                                                       apply_as="mixtures")}))
-    record_run_config(ctx, other.to_dict(), other.resumable(), TransferConfig)
+    check_run_config(str(tmp_path), other.to_dict(), other.resumable(), TransferConfig)

@@ -22,7 +22,7 @@ import numpy as np
 
 from glomo_jax.downstream.batches import ExampleBatches
 from glomo_jax.train.config import LoopConfig
-from glomo_jax.train.run_config import record_run_config
+from glomo_jax.train.run_config import check_run_config, record_run_config
 from glomo_jax.train.task import RunContext, Task
 
 VALIDATION = "validation"
@@ -84,10 +84,14 @@ class DownstreamTask(Task):
     return {"step": entry["step"], "train_loss": entry["train"].get("loss"),
             f"validation_{self.select_metric}": entry[VALIDATION][self.select_metric]}
 
+  def check_resume(self, workdir: str) -> None:
+    """A resumed run must have the workdir's config (up to `resumable`)."""
+    check_run_config(workdir, self.config.to_dict(), self.config.resumable(),
+                     type(self.config))
+
   def on_start(self, ctx: RunContext) -> None:
-    """Records the config (a resumed run must have the same one)."""
-    record_run_config(ctx, self.config.to_dict(), self.config.resumable(),
-                      type(self.config))
+    """Records the config."""
+    record_run_config(ctx, self.config.to_dict())
 
   def on_end(self, ctx: RunContext) -> dict[str, Any]:
     """{'results': {'validation': the best validation score, <held-out

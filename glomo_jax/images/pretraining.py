@@ -27,7 +27,7 @@ from glomo_jax.models.pixel_glomo import PixelGLoMo
 from glomo_jax.train import loop
 from glomo_jax.train.config import LOOP_MOVED_FIELDS, LoopConfig, LoopOptions
 from glomo_jax.train.optimizer import make_optimizer
-from glomo_jax.train.run_config import record_run_config
+from glomo_jax.train.run_config import check_run_config, record_run_config
 from glomo_jax.train.task import RunContext, RunEval, Task
 
 logger = logging.getLogger("glomo_jax.train")
@@ -181,8 +181,11 @@ class PixelPretrainingTask(Task):
     loss = loss_sum / max(values, 1.0)
     return {"loss": loss, "bits_per_value": loss / np.log(2.0), "values": values}
 
+  def check_resume(self, workdir: str) -> None:
+    check_run_config(workdir, self.config.to_dict(), RESUMABLE_CHANGES, type(self.config))
+
   def on_start(self, ctx: RunContext) -> None:
-    record_run_config(ctx, self.config.to_dict(), RESUMABLE_CHANGES, type(self.config))
+    record_run_config(ctx, self.config.to_dict())
 
   def on_end(self, ctx: RunContext) -> dict:
     if not self.config.export:

@@ -94,6 +94,11 @@ class Task(abc.ABC):
     """Metrics of one split: feed its batches to `run_eval`, accumulate."""
 
   # ---- hooks ------------------------------------------------------------------
+  def check_resume(self, workdir: str) -> None:
+    """When `workdir` holds checkpoints, before anything compiles: raise
+    (e.g. ValueError) if this task must not resume that run, such as a run
+    of another config (`glomo_jax.train.run_config.check_run_config`)."""
+
   def on_start(self, ctx: "RunContext") -> None:
     """After the state is restored or initialised, before the first step."""
 
