@@ -214,9 +214,17 @@ def test_sigterm_saves_a_checkpoint_and_the_next_run_resumes(tmp_path):
   assert f"resumed from the checkpoint at step {saved[0]}" in out.stderr
 
 
-def test_the_train_step_compiles_once_across_evaluations_and_saves(tmp_path, caplog):
+def test_the_train_step_compiles_once_across_evaluations_and_saves(tmp_path, caplog,
+                                                                  monkeypatch):
   sys.path.insert(0, REPO)
   from experiments.configs import demo  # noqa: PLC0415
+  from glomo_jax.pretraining import GLoMoObjective  # noqa: PLC0415
+  traced = {"loss": 0, "init_variables": 0}
+  for name in traced:
+    def counted(self, *args, _name=name, _fn=getattr(GLoMoObjective, name)):
+      traced[_name] += 1
+      return _fn(self, *args)
+    monkeypatch.setattr(GLoMoObjective, name, counted)
   cfg = demo.get_config("tiny")
   cfg.loop.num_steps, cfg.loop.checkpoint_every, cfg.loop.eval_every, cfg.export = 6, 2, 2, False
   jax.config.update("jax_log_compiles", True)
@@ -229,6 +237,9 @@ def test_the_train_step_compiles_once_across_evaluations_and_saves(tmp_path, cap
   # the step with its metric sums (`train.step.accumulating_step`), compiled once
   assert caplog.text.count("Compiling jit(accumulating_step)") == 1
   assert "Compiling jit(train_step)" not in caplog.text
+  # and traced once: the metric shapes' and the state shapes' traces serve the
+  # compiles (`train.step.jitted_train_step`, `state_creator`)
+  assert traced == {"loss": 1, "init_variables": 1}
 
 
 # orbax leaves its reads of the garbage files below as coroutines that are

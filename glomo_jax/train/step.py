@@ -69,7 +69,7 @@ def train_step(task, tx: optax.GradientTransformation, state: TrainState, batch:
 def jitted_train_step(task, tx: optax.GradientTransformation):
   """`train_step` for (task, tx) as a function of (state, batch), jitted to be
   inlined into the programs that call it: JAX keeps its first trace (e.g.
-  `metric_shapes`'), and a program that calls it (`accumulating_step`) reuses
+  `metric_shapes`), and a program that calls it (`accumulating_step`) reuses
   that trace instead of tracing the model once more."""
   return jax.jit(functools.partial(train_step, task, tx), inline=True)
 
