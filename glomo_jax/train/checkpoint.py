@@ -151,16 +151,13 @@ class Checkpointer:
         return f"{path} is {stored[path]} there and {wanted[path]} here"
     return None
 
-  def restore_latest(self, abstract_state) -> tuple[Any, dict, int] | None:
-    """(state, extra, step) of the newest checkpoint that loads, else None.
+  def check_fits(self, abstract_state) -> dict[int, str | None]:
+    """{step: `shape_difference`} of every checkpoint, newest first, read
+    from the metadata alone (the loop asks before anything compiles).
 
-    abstract_state: a pytree of jax.ShapeDtypeStruct with shardings (the
-    restored arrays are placed accordingly). When an older step is used,
-    the newer ones that failed are moved to `<directory>-unreadable/`; when
-    none loads, nothing is moved. Raises UnrestorableCheckpointError if no
-    checkpoint's arrays fit `abstract_state` (`shape_difference`): another
-    config's. Where some do, the newer ones that do not are damaged (a run
-    never saves two configs) and skipped like unreadable ones.
+    Raises:
+      UnrestorableCheckpointError: no checkpoint's arrays fit
+        `abstract_state`: another model's or optimiser's.
     """
     steps = list(reversed(self.steps()))
     differences = {step: self.shape_difference(step, abstract_state) for step in steps}
@@ -169,8 +166,22 @@ class Checkpointer:
           f"the checkpoint at step {steps[0]} in {self.directory} was saved from another "
           f"model or optimiser config ({differences[steps[0]]}); use a new --workdir, or the "
           "config that run was trained with (nothing was overwritten)")
+    return differences
+
+  def restore_latest(self, abstract_state) -> tuple[Any, dict, int] | None:
+    """(state, extra, step) of the newest checkpoint that loads, else None.
+
+    abstract_state: a pytree of jax.ShapeDtypeStruct with shardings (the
+    restored arrays are placed accordingly). When an older step is used,
+    the newer ones that failed are moved to `<directory>-unreadable/`; when
+    none loads, nothing is moved. Raises UnrestorableCheckpointError if no
+    checkpoint's arrays fit `abstract_state` (`check_fits`): another
+    config's. Where some do, the newer ones that do not are damaged (a run
+    never saves two configs) and skipped like unreadable ones.
+    """
+    differences = self.check_fits(abstract_state)
     failed = []
-    for step in steps:
+    for step in differences:
       if differences[step] is not None:
         logging.warning("the metadata of the checkpoint at step %d in %s does not fit the "
                         "older ones (%s); trying the previous one", step, self.directory,

@@ -2,8 +2,9 @@
 
 Sections, in order: mesh → state shapes and shardings → (the train step
 compiled before the state exists, when the task's batch shapes are fixed,
-after the task's check_resume when the workdir holds checkpoints) → restore
-or init → the task's on_start → the loop → on_end.
+after the task's check_resume and the checkpoints' shapes when the workdir
+holds checkpoints) → restore or init → the task's on_start → the loop →
+on_end.
 
 Restore order: a checkpoint in <workdir>/checkpoints resumes the run exactly
 (state, the data iterator's position, the evaluation history and the
@@ -129,8 +130,9 @@ class _Loop:
   # ---- the loop ------------------------------------------------------------------
   def train(self) -> dict[str, Any]:
     task, cfg = self.task, self.config
-    if self.ckpt.steps():
-      task.check_resume(self.workdir)       # a mistake named before anything compiles
+    if self.ckpt.steps():                   # a mistake named before anything compiles
+      task.check_resume(self.workdir)
+      self.ckpt.check_fits(self.abstract)
     spec = task.batch_spec()
     if spec is not None and max(self.ckpt.steps(), default=0) < cfg.num_steps:
       # before the state exists: the compile's working set on the smallest heap
