@@ -47,11 +47,18 @@ def saved_params(workdir, which, step):
       os.path.join(workdir, which, str(step), "state"))["params"]
 
 
-def test_imdb_learns_a_tiny_task_with_frozen_embeddings_and_early_stopping(tmp_path, caplog):
+def test_imdb_learns_a_tiny_task_with_frozen_embeddings_and_early_stopping(tmp_path, caplog,
+                                                                          monkeypatch):
   config = imdb_config(tmp_path)
   workdir = str(tmp_path / "run")
+  traces, loss = [], ClassificationTask.loss
+  monkeypatch.setattr(ClassificationTask, "loss",
+                      lambda self, *a: traces.append(1) or loss(self, *a))
   with caplog.at_level(logging.INFO, logger="glomo_jax.train"):
     results = run_transfer(config, workdir, devices=ONE)
+  # traced once for the step's metric shapes, and that trace is compiled
+  # (`train.step.jitted_train_step`: the real state has the abstract one's types)
+  assert len(traces) == 1
   progress = [r.getMessage() for r in caplog.records if "steps/s" in r.getMessage()]
   assert progress and all("ETA" in p for p in progress)
   assert "(1 compiled step shape)" in progress[-1]           # one padded length

@@ -157,7 +157,7 @@ class SquadTask(DownstreamTask):
             "exact_match": entry[VALIDATION]["exact_match"], "f1": entry[VALIDATION]["f1"]}
 
   def on_start(self, ctx: RunContext) -> None:
-    """Records the config (a resumed run must have the same one)."""
+    """Records the config (a resumed run's was checked: `check_resume`)."""
     self.workdir = ctx.workdir
     super().on_start(ctx)
 

@@ -1,10 +1,10 @@
 """The one training loop: `run(task, config, workdir)` trains any `Task`.
 
-Sections, in order: mesh → state shapes and shardings → (the train step
-compiled before the state exists, when the task's batch shapes are fixed,
-after the task's check_resume and the checkpoints' shapes when the workdir
-holds checkpoints) → restore or init → the task's on_start → the loop →
-on_end.
+Sections, in order: mesh → state shapes and shardings → (when the workdir
+holds checkpoints: the task's check_resume and the checkpoints' shapes, so a
+mistake is named before anything compiles) → (the train step compiled before
+the state exists, when the task's batch shapes are fixed) → restore or init →
+the task's on_start → the loop → on_end.
 
 Restore order: a checkpoint in <workdir>/checkpoints resumes the run exactly
 (state, the data iterator's position, the evaluation history and the
