@@ -74,8 +74,8 @@ config = PretrainConfig(
                       loss_chunk_size=2048),
     corpus=CorpusSpec(source="synthetic",
                       synthetic=SyntheticConfig(num_documents=60 if tiny else 3000)),
-    batch_size=16 * len(devices), bptt=64, shift=32, optimizer="adam", learning_rate=3e-3,
-    clip_norm=1.0, eval_batches=2 if tiny else 8, heldout_fraction=0.05,
+    batch_size=16 * len(devices), bptt=64, shift=32, optimizer="sgd", learning_rate=8.0,
+    momentum=0.2, clip_norm=0.25, eval_batches=2 if tiny else 8, heldout_fraction=0.05,
     loop=LoopOptions(num_steps=6 if tiny else 2000, log_every=2 if tiny else 100,
                      eval_every=3 if tiny else 500, checkpoint_every=3 if tiny else 500,
                      plateau_patience=0, compile_fast=tiny))

@@ -63,8 +63,8 @@ if not os.path.exists(EXPORT):
                         num_graph_layers=2, key_layers=2, query_layers=2, kernel_size=3,
                         context_length=3, decoder_layers=1, sample_positions=0),
       corpus=CorpusSpec(synthetic=SyntheticConfig(num_documents=60 if tiny else 3000)),
-      batch_size=16 * len(jax.devices()), bptt=64, shift=32, optimizer="adam",
-      learning_rate=3e-3, clip_norm=1.0, eval_batches=2, heldout_fraction=0.05,
+      batch_size=16 * len(jax.devices()), bptt=64, shift=32, optimizer="sgd",
+      learning_rate=8.0, momentum=0.2, clip_norm=0.25, eval_batches=2, heldout_fraction=0.05,
       loop=LoopOptions(num_steps=6 if tiny else 2000, log_every=3 if tiny else 200,
                        eval_every=6 if tiny else 1000, checkpoint_every=6 if tiny else 1000,
                        plateau_patience=0, compile_fast=tiny)), os.path.dirname(EXPORT))

@@ -45,6 +45,17 @@ def test_paper_config_is_the_authors_run():
               32, 200, 100, "sgd", 8.0, 0.2, 0.25, 3, 0.5)
 
 
+def test_demo_trains_with_the_authors_optimiser_and_keeps_adam_one_preset_away():
+  sys.path.insert(0, REPO)
+  from experiments.configs import demo  # noqa: PLC0415
+  preset = {arg: PretrainConfig.from_dict(demo.get_config(arg).to_dict()) for arg in ("", "adam")}
+  assert (preset[""].optimizer, preset[""].learning_rate, preset[""].momentum,
+          preset[""].clip_norm) == ("sgd", 8.0, 0.2, 0.25)
+  assert (preset["adam"].optimizer, preset["adam"].learning_rate,
+          preset["adam"].clip_norm) == ("adam", 3e-3, 1.0)
+  assert preset["adam"].replace(optimizer="sgd", learning_rate=8.0, clip_norm=0.25) == preset[""]
+
+
 def test_accelerator_preset_departs_from_the_authors_model_only_by_the_distance_prior():
   sys.path.insert(0, REPO)
   from experiments.configs import wiki_accelerator  # noqa: PLC0415
