@@ -9,7 +9,8 @@
 # into CIFAR-10 ResNet-18s (baseline, uniform graph, GLoMo). Also: graph
 # statistics, the alignment with UD English trees, the ablation table, the
 # data-efficiency curve on the built-in language, MNLI's word-vector tables,
-# and MNLI and IMDB trained longer (about 2.5 hours more). CPU-scale task
+# MNLI and IMDB trained longer (about 2.5 hours more), and at the end the predictor
+# table, the SST-2 curve and both grids with the preset's predictor. CPU-scale task
 # settings: see experiments/RESULTS.md. Every step resumes where it stopped.
 # Usage: experiments/run_transfer_experiments.sh [DATA_DIR] [RUNS_DIR]
 set -euo pipefail
@@ -178,3 +179,14 @@ $PY -m experiments.data_efficiency --task=sst2 --export="$RUNS/table_10000/sgd_p
     --root="$RUNS/curve_sst2" --sizes=500,1000,2000,5000 --seeds=0,1,2,3,4 --steps=600 --parallel=2 -- \
     --config.files.train="$DATA/sst2/sst2_train.tsv.gz" --config.files.test="$DATA/sst2/sst2_dev.tsv.gz" \
     --config.glove_path="$GLOVE"
+# the IMDB and MNLI grids again with the preset's predictor (about 1.5 h each on 2 cores)
+PRESET_EXPORT="$RUNS/table_10000/sgd_prior_local_s0/export"
+$PY -m experiments.transfer_grid --config=experiments/configs/imdb.py \
+    --root="$RUNS/grid_preset/imdb" --variants=embeddings,baseline,uniform --seeds=0,1,2 --parallel=2 -- \
+    "${IMDB[@]}" --config.predictor_export="$PRESET_EXPORT" \
+    --config.graph_cache_dir="$RUNS/grid_preset/imdb_graph_cache" --config.optim.epochs=4 \
+    --config.optim.eval_every=125 --config.optim.patience=100
+$PY -m experiments.transfer_grid --config=experiments/configs/mnli.py \
+    --root="$RUNS/grid_preset/mnli" --variants=embeddings,baseline,uniform --seeds=0,1,2 --parallel=2 -- \
+    "${MNLI[@]}" --config.glove_path="$WIKI_GLOVE" --config.model.glove_scale=0.17 --config.optim.epochs=6 \
+    --config.predictor_export="$PRESET_EXPORT" --config.graph_cache_dir="$RUNS/grid_preset/mnli_graph_cache"
