@@ -278,4 +278,4 @@ def test_a_finished_run_reruns_without_compiling_unless_its_newest_checkpoint_fa
   # the unreadable step was moved aside (kept), and step 2 saved anew
   assert os.listdir(tmp_path / "checkpoints-unreadable") == ["2"]
   assert sorted(d for d in os.listdir(tmp_path / "checkpoints") if d.isdigit()) == ["1", "2"]
-  gc.collect()
+  gc.collect(1)
