@@ -1,8 +1,10 @@
-"""The fused squared-ReLU graph mixing (Pallas, interpret mode on the CPU)
-equals Eq. 1's graph (`normalize_graph`) mixed per head (`mix_heads`), in
-value and in the gradients of queries, keys, thresholds and values: every
-row (causal, blocks past the diagonal skipped) and given rows (repeats, any
-order), with and without padding, tiles that the lengths do not fill."""
+"""The fused squared-ReLU graph mixing (Pallas, interpret mode on the CPU),
+both forms (GPU and TPU), equals Eq. 1's graph (`normalize_graph`) mixed per
+head (`mix_heads`), in value and in the gradients of queries, keys,
+thresholds and values: every row (causal, blocks past the diagonal skipped)
+and given rows (repeats, any order), with and without padding, tiles that
+the lengths do not fill, the thresholds of every kind (per query, one
+scalar, zero)."""
 import jax
 import jax.numpy as jnp
 import numpy as np
@@ -39,8 +41,10 @@ def vjp(fn, args, cotangent):
   return (out,) + pullback(cotangent)
 
 
-def check(dtype, rows, mask, rtol, **blocks):
+def check(dtype, rows, mask, rtol, theta=None, **blocks):
   args, ct = case(dtype, rows)
+  if theta is not None:             # a scalar or zero threshold, broadcast as the model does
+    args = args[:2] + (jnp.full(args[2].shape, theta, args[2].dtype),) + args[3:]
   rows = None if rows is None else jnp.asarray(rows)
   fused = jax.jit(lambda *a: vjp(lambda *x: fused_graph_mix(*x, rows, mask, **blocks), a, ct))
   want = vjp(lambda *x: reference(*x, rows, mask), args, ct)
@@ -55,25 +59,43 @@ def check(dtype, rows, mask, rtol, **blocks):
 MASK = jnp.arange(T)[None, :] < jnp.array([[T], [7]])   # row 1: 4 padding tokens
 
 
+FORMS = ["gpu", "tpu"]
+
+
+@pytest.mark.parametrize("form", FORMS)
 @pytest.mark.parametrize("rows", [None, ROWS], ids=["every_row", "given_rows"])
 @pytest.mark.parametrize("masked", [False, True], ids=["no_mask", "mask"])
-def test_float32_equals_graph_then_mix(rows, masked):
-  check(jnp.float32, rows, MASK if masked else None, 5e-6, block_rows=4, block_sources=4)
+def test_float32_equals_graph_then_mix(rows, masked, form):
+  check(jnp.float32, rows, MASK if masked else None, 5e-6, block_rows=4, block_sources=4,
+        form=form)
 
 
+@pytest.mark.parametrize("form", FORMS)
 @pytest.mark.parametrize("rows", [None, ROWS], ids=["every_row", "given_rows"])
-def test_float64_equals_graph_then_mix(rows):
+def test_float64_equals_graph_then_mix(rows, form):
   with jax.enable_x64(True):
-    check(jnp.float64, rows, MASK, 1e-12, block_rows=4, block_sources=8)
+    check(jnp.float64, rows, MASK, 1e-12, block_rows=4, block_sources=8, form=form)
 
 
-def test_rows_without_sources_mix_nothing():
+@pytest.mark.parametrize("form", FORMS)
+@pytest.mark.parametrize("theta", [0.2, 0.0], ids=["scalar", "zero"])
+def test_scalar_and_zero_thresholds(theta, form):
+  # float64: with θ = 0 a row with one live source has dθ = 0 up to rounding
+  # (G = 1), which float32 leaves at 1e-5 of the largest dθ in both. Every
+  # row in the form's default blocks; given rows in blocks of 8.
+  with jax.enable_x64(True):
+    check(jnp.float64, ROWS, MASK, 1e-12, theta=theta, block_rows=8, form=form)
+    check(jnp.float64, None, MASK, 1e-12, theta=theta, form=form)
+
+
+@pytest.mark.parametrize("form", FORMS)
+def test_rows_without_sources_mix_nothing(form):
   # Row 0 has no source; with θ above every score no row keeps one: zeros,
   # and no gradient, as the reference's ε keeps 0 / ε finite.
   args, ct = case(jnp.float32, None, seed=1)
   q, k, _, values = args
   theta = jnp.full((B, K, T), 1e3)
-  got = vjp(lambda *x: fused_graph_mix(*x, block_rows=4, block_sources=4),
+  got = vjp(lambda *x: fused_graph_mix(*x, block_rows=4, block_sources=4, form=form),
             (q, k, theta, values), ct)
   for a in got:
     assert np.all(np.asarray(a) == 0)

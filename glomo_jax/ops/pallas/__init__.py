@@ -9,28 +9,41 @@ default):
   (squared ReLU) followed by `models.feature_predictor.mix_heads`: no
   [batch, K, T, T] graph in memory.
 
-Each kernel has a form per lowering, chosen when it is traced (`KernelMode`):
-'gpu' (Triton; an in-kernel loop over the reduced axis, the other axes on the
-grid) and, where written, 'tpu' (Mosaic TPU; the reduced axis is the grid's
-last, sequential axis with the accumulators in VMEM scratch). Off those
-platforms (the CPU) a form runs in Pallas interpret mode: the same kernel
-body evaluated by XLA, which is how the tests check every form against its
-reference. The TPU forms are written but have never run on a TPU.
+Each kernel has two forms, chosen when it is traced (`KernelMode`): 'gpu'
+(Triton; an in-kernel loop over the reduced axis, the other axes on the
+grid) and 'tpu' (Mosaic TPU; the reduced axis is the grid's last, sequential
+axis with the accumulators in VMEM scratch). Off those platforms (the CPU) a
+form runs in Pallas interpret mode: the same kernel body evaluated by XLA,
+which is how the tests check every form against its reference. The TPU forms
+lower for a TPU (tests/test_lowering.py exports the sharded steps on a CPU
+host) but have not run on one.
+
+The form follows the program's target (`target_platform`), not the host:
+a platform given for cross-lowering (`lowering_for`), else the platform of
+the devices of the mesh in context (`jax.set_mesh`; the training loop sets
+its mesh), else `jax.default_backend()`.
+
+Under a mesh of several devices (in context) each kernel runs per shard
+(`per_shard`): inside `shard_map`, on the device's rows of the batch, which
+is split over every axis of the mesh as `train.sharding` splits batches.
 
 Compiled for a GPU, Triton loads only tensors whose sizes are powers of two:
 the feature width d (the loss) and the head widths H and d / K (the graph
-kernel) must be. A `pallas_call` is one device's program: under a mesh of
-several devices XLA does not partition it (the tests' 8 CPU devices run the
-interpreted form, which is plain XLA); the kernels are meant for one device
-until they are wrapped in `shard_map`.
+kernel) must be.
 """
 from __future__ import annotations
 
+import contextlib
+import contextvars
 import dataclasses
+from typing import Callable, Iterator
 
 import jax
+from jax.sharding import PartitionSpec as P
 
 FORMS = ("gpu", "tpu")
+GPU_PLATFORMS = ("gpu", "cuda", "rocm")
+_LOWERING = contextvars.ContextVar("glomo_jax_kernel_lowering", default=None)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -44,25 +57,87 @@ class KernelMode:
       raise ValueError(f"kernel form {self.form!r} is not one of {list(FORMS)}")
 
 
+@contextlib.contextmanager
+def lowering_for(platform: str) -> Iterator[None]:
+  """Kernels traced inside take the form of `platform` ('tpu', 'cuda', 'rocm',
+  'cpu'): for a program lowered for another platform than the host's
+  (`jax.export.export(..., platforms=(platform,))`). Only traces inside
+  count: a function jitted and traced before keeps its forms."""
+  token = _LOWERING.set(platform)
+  try:
+    yield
+  finally:
+    _LOWERING.reset(token)
+
+
+def _mesh():
+  """The abstract mesh in context (`jax.set_mesh`), or None."""
+  mesh = jax.sharding.get_abstract_mesh()
+  return None if mesh.empty else mesh
+
+
+def target_platform() -> str:
+  """The platform the kernels traced now are for: `lowering_for`'s, else
+  that of the context mesh's devices, else `jax.default_backend()`."""
+  platform = _LOWERING.get()
+  mesh = _mesh()
+  if platform is None and mesh is not None and mesh.abstract_device is not None:
+    platform = mesh.abstract_device.platform
+  return platform or jax.default_backend()
+
+
 def kernel_mode(form: str | None = None, interpret: bool | None = None) -> KernelMode:
   """The mode of a kernel traced now.
 
-  form: None picks the form of JAX's default backend: 'tpu' on a TPU, else
-    'gpu' (also on the CPU, where it is interpreted).
-  interpret: None interprets unless the default backend is a GPU or a TPU
-    (Pallas compiles kernels for those only).
-
-  The default backend is read when the calling function is traced: a
-  program for another backend's devices (a CPU mesh on a GPU host) must pass
-  both arguments.
+  form: None picks the target's (`target_platform`): 'tpu' for a TPU, else
+    'gpu' (also for the CPU, where it is interpreted).
+  interpret: None interprets unless the target is a GPU or a TPU (Pallas
+    compiles kernels for those only).
   """
-  backend = jax.default_backend()
-  native = "tpu" if backend == "tpu" else ("gpu" if backend in ("gpu", "cuda", "rocm") else None)
+  target = target_platform()
+  native = "tpu" if target == "tpu" else ("gpu" if target in GPU_PLATFORMS else None)
   if form is None:
     form = "tpu" if native == "tpu" else "gpu"
   if interpret is None:
     interpret = native != form
   return KernelMode(form, bool(interpret))
+
+
+def batch_axes(rows: int) -> tuple[str, ...] | None:
+  """The mesh axes a kernel's batch of `rows` is split over: every axis of
+  the context mesh when it has several devices that divide `rows` and no
+  axis is manual already (inside `shard_map`); else None (one call)."""
+  mesh = _mesh()
+  if mesh is None or mesh.size == 1 or mesh.manual_axes or rows % mesh.size:
+    return None
+  return tuple(mesh.axis_names)
+
+
+def per_shard(fn: Callable, batched: tuple[int | None, ...], out_batched, rows: int, *args):
+  """`fn(*args)` on each device's rows (`batch_axes(rows)`), or once.
+
+  batched: per argument, the axis split over the mesh (None: replicated; a
+    None argument stays None); out_batched: the split axis of the output, or
+    a tuple of them for a tuple of outputs (every output is split: a sum
+    over the rows returns each shard's sum, [1], summed by the caller).
+  A replicated argument's gradient is the sum over the devices.
+  """
+  axes = batch_axes(rows)
+  if axes is None:
+    return fn(*args)
+  spec = lambda axis: P() if axis is None else P(*([None] * axis), axes)
+  present = [i for i, a in enumerate(args) if a is not None]
+
+  def local(*xs):
+    full = list(args)
+    for i, x in zip(present, xs):
+      full[i] = x
+    return fn(*full)
+
+  return jax.shard_map(local, in_specs=tuple(spec(batched[i]) for i in present),
+                       out_specs=(tuple(spec(a) for a in out_batched)
+                                  if isinstance(out_batched, tuple) else spec(out_batched)),
+                       check_vma=False)(*(args[i] for i in present))
 
 
 def check_triton_widths(mode: KernelMode, **widths: int) -> None:

@@ -18,8 +18,9 @@ sources (dq, dθ); per source block, a loop over the targets (dk, dv). Scores
 are recomputed in each (3 score products in all against the reference's 1;
 5 of the other products against 3).
 
-Form: GPU (Triton) only, run in interpret mode on the CPU. There is no TPU
-form: on a TPU use `ModelConfig.kernels='fused_loss'`.
+Forms: GPU (Triton; here) and TPU (Mosaic; `graph_mix_tpu`), each run in
+interpret mode on the CPU. Under a mesh of several devices the kernels run
+per shard (`ops.pallas.per_shard`: each device's batch rows).
 """
 from __future__ import annotations
 
@@ -31,11 +32,14 @@ import jax.numpy as jnp
 from jax import lax
 from jax.experimental import pallas as pl
 
-from glomo_jax.ops.pallas import KernelMode, check_triton_widths, kernel_mode, round_up
+from glomo_jax.ops.pallas import (KernelMode, check_triton_widths, kernel_mode, per_shard,
+                                  round_up)
 from glomo_jax.ops.sparse_graph import EPSILON
 
-# (target rows, sources) per block; Triton needs powers of two.
-DEFAULT_BLOCKS = (64, 64)
+# (target rows, sources) per block and form: Triton needs powers of two;
+# Mosaic TPU wants rows in multiples of 8 and sources (a lane axis of the
+# padding mask) in multiples of 128, or the whole padded axis.
+DEFAULT_BLOCKS = {"gpu": (64, 64), "tpu": (128, 128)}
 
 
 @dataclasses.dataclass(frozen=True)
@@ -67,21 +71,28 @@ def fused_graph_mix(q: jax.Array, k: jax.Array, theta: jax.Array, values: jax.Ar
     [batch, R, d] in values.dtype: slice h of row r is Σ_i G^h_{r i} values_i.
   """
   mode = kernel_mode(form, interpret)
-  if mode.form != "gpu":
-    raise NotImplementedError("the fused graph kernel has a GPU (Triton) form only; on a "
-                              "TPU use ModelConfig.kernels='fused_loss'")
   b, heads, r, _ = q.shape
   t, d = values.shape[1], values.shape[2]
   if k.shape[:3] != (b, heads, t) or theta.shape != (b, heads, r) or d % heads:
     raise ValueError(f"q {q.shape}, k {k.shape}, theta {theta.shape} and values "
                      f"{values.shape} do not fit [B, K, R, H], [B, K, T, H], [B, K, R], [B, T, K·C]")
   check_triton_widths(mode, head_dim=q.shape[3], slice_width=d // heads)
-  br = min(block_rows or DEFAULT_BLOCKS[0], pl.next_power_of_2(r))
-  bs = min(block_sources or DEFAULT_BLOCKS[1], pl.next_power_of_2(t))
-  plan = Plan(br, bs, rows is None, mode)
-  rp, tp = round_up(r, br), round_up(t, bs)
+  rows_, sources = DEFAULT_BLOCKS[mode.form]
+  fit = pl.next_power_of_2 if mode.form == "gpu" else (lambda n: round_up(n, 8))
+  plan = Plan(min(block_rows or rows_, fit(r)), min(block_sources or sources, fit(t)),
+              rows is None, mode)
+  rows = None if rows is None else jnp.asarray(rows, jnp.int32)
+  return per_shard(functools.partial(_local_mix, plan), (0, 0, 0, 0, None, 0), 0, b,
+                   q, k, theta, values, rows, mask)
+
+
+def _local_mix(plan, q, k, theta, values, rows, mask):
+  """`fused_graph_mix` on one device's rows (the arguments as there)."""
+  b, heads, r, _ = q.shape
+  t, d = values.shape[1], values.shape[2]
+  rp, tp = round_up(r, plan.block_rows), round_up(t, plan.block_sources)
   src_ok = jnp.ones((b, t), jnp.int32) if mask is None else mask.astype(jnp.int32)
-  rows = jnp.arange(r, dtype=jnp.int32) if rows is None else jnp.asarray(rows, jnp.int32)
+  rows = jnp.arange(r, dtype=jnp.int32) if rows is None else rows
   row_ok = src_ok[:, rows]
   pad = lambda x, n, axis: jnp.pad(x, [(0, n - x.shape[axis]) if a == axis else (0, 0)
                                        for a in range(x.ndim)])
@@ -98,11 +109,17 @@ def _acc(q):
 # ---- tile math -----------------------------------------------------------------------
 def _weights(q, k, theta, rows, row_ok, src_ok, start, acc):
   """a = ReLU(q·kᵀ − θ) on allowed pairs: q [bt, H], k [bs, H], theta / rows /
-  row_ok [bt], src_ok [bs] for sources start … start+bs−1 -> [bt, bs]."""
+  row_ok columns [bt, 1], src_ok a row [1, bs] for sources start … start+bs−1
+  -> [bt, bs]."""
   s = lax.dot_general(q, k, (((1,), (1,)), ((), ())), preferred_element_type=acc)
   src = start + lax.broadcasted_iota(jnp.int32, s.shape, 1)
-  allowed = (src < rows[:, None]) & (row_ok[:, None] > 0) & (src_ok[None, :] > 0)
-  return jnp.where(allowed, jnp.maximum(s - theta[:, None], 0.0), 0.0)
+  allowed = (src < rows) & (row_ok > 0) & (src_ok > 0)
+  return jnp.where(allowed, jnp.maximum(s - theta, 0.0), 0.0)
+
+
+def _score_grad(a, dg, z, inner):
+  """ds = (2 a / z)(dG − ι): a, dg [bt, bs]; z, inner columns [bt, 1]."""
+  return (2.0 / z) * a * (dg - inner)
 
 
 def _dot(a, b, contract, acc):
@@ -118,40 +135,45 @@ def _source_bound(plan, i, tiles):
 
 
 # ---- kernels (GPU form) --------------------------------------------------------------
+def _columns(*refs):
+  """q [bt, H] and the target rows' vectors theta, rows, row_ok as columns [bt, 1]."""
+  return (refs[0][...],) + tuple(ref[...][:, None] for ref in refs[1:])
+
+
 def _forward_kernel(q_ref, theta_ref, rows_ref, row_ok_ref, k_ref, v_ref, src_ok_ref,
                     m_ref, z_ref, *, plan, acc):
-  q, theta, rows, row_ok = q_ref[...], theta_ref[...], rows_ref[...], row_ok_ref[...]
+  q, theta, rows, row_ok = _columns(q_ref, theta_ref, rows_ref, row_ok_ref)
   bs = plan.block_sources
 
   def body(j, carry):
     num, z = carry
     src = pl.ds(pl.multiple_of(j * bs, bs), bs)
     v = v_ref[src, :]
-    a = _weights(q, k_ref[src, :], theta, rows, row_ok, src_ok_ref[src], j * bs, acc)
+    a = _weights(q, k_ref[src, :], theta, rows, row_ok, src_ok_ref[src][None, :], j * bs, acc)
     a2 = a * a
-    return num + jnp.dot(a2.astype(v.dtype), v, preferred_element_type=acc), z + a2.sum(1)
+    return (num + jnp.dot(a2.astype(v.dtype), v, preferred_element_type=acc),
+            z + a2.sum(1, keepdims=True))
 
   tiles = _source_bound(plan, pl.program_id(2), k_ref.shape[0] // bs)
-  init = (jnp.zeros((q.shape[0], v_ref.shape[-1]), acc), jnp.zeros(q.shape[:1], acc))
+  init = (jnp.zeros((q.shape[0], v_ref.shape[-1]), acc), jnp.zeros((q.shape[0], 1), acc))
   num, z = lax.fori_loop(0, tiles, body, init)
   z = z + EPSILON
-  m_ref[...] = (num / z[:, None]).astype(m_ref.dtype)
-  z_ref[...] = z
+  m_ref[...] = (num / z).astype(m_ref.dtype)
+  z_ref[...] = z[:, 0]
 
 
 def _dq_kernel(q_ref, theta_ref, rows_ref, row_ok_ref, dm_ref, z_ref, inner_ref, k_ref,
                v_ref, src_ok_ref, dq_ref, dtheta_ref, *, plan, acc):
-  q, theta, rows, row_ok = q_ref[...], theta_ref[...], rows_ref[...], row_ok_ref[...]
-  dm, z, inner = dm_ref[...], z_ref[...], inner_ref[...]
+  q, theta, rows, row_ok = _columns(q_ref, theta_ref, rows_ref, row_ok_ref)
+  dm, z, inner = dm_ref[...], z_ref[...][:, None], inner_ref[...][:, None]
   bs = plan.block_sources
 
   def body(j, carry):
     dq, dtheta = carry
     src = pl.ds(pl.multiple_of(j * bs, bs), bs)
     k = k_ref[src, :]
-    a = _weights(q, k, theta, rows, row_ok, src_ok_ref[src], j * bs, acc)
-    dg = _dot(dm, v_ref[src, :], ((1,), (1,)), acc)
-    ds = (2.0 / z)[:, None] * a * (dg - inner[:, None])
+    a = _weights(q, k, theta, rows, row_ok, src_ok_ref[src][None, :], j * bs, acc)
+    ds = _score_grad(a, _dot(dm, v_ref[src, :], ((1,), (1,)), acc), z, inner)
     return dq + jnp.dot(ds.astype(k.dtype), k, preferred_element_type=acc), dtheta - ds.sum(1)
 
   tiles = _source_bound(plan, pl.program_id(2), k_ref.shape[0] // bs)
@@ -163,18 +185,18 @@ def _dq_kernel(q_ref, theta_ref, rows_ref, row_ok_ref, dm_ref, z_ref, inner_ref,
 
 def _dkv_kernel(q_ref, theta_ref, rows_ref, row_ok_ref, dm_ref, z_ref, inner_ref, k_ref,
                 v_ref, src_ok_ref, dk_ref, dv_ref, *, plan, acc):
-  k, v, src_ok = k_ref[...], v_ref[...], src_ok_ref[...]
+  k, v, src_ok = k_ref[...], v_ref[...], src_ok_ref[...][None, :]
   br = plan.block_rows
   start = pl.program_id(2) * plan.block_sources
 
   def body(i, carry):
     dk, dv = carry
     tgt = pl.ds(pl.multiple_of(i * br, br), br)
-    q, dm, z, inner = q_ref[tgt, :], dm_ref[tgt, :], z_ref[tgt], inner_ref[tgt]
-    a = _weights(q, k, theta_ref[tgt], rows_ref[tgt], row_ok_ref[tgt], src_ok, start, acc)
-    g = a * a / z[:, None]
-    dv = dv + _dot(g.astype(dm.dtype), dm, ((0,), (0,)), acc)
-    ds = (2.0 / z)[:, None] * a * (_dot(dm, v, ((1,), (1,)), acc) - inner[:, None])
+    q, dm, z, inner = q_ref[tgt, :], dm_ref[tgt, :], z_ref[tgt][:, None], inner_ref[tgt][:, None]
+    a = _weights(q, k, theta_ref[tgt][:, None], rows_ref[tgt][:, None],
+                 row_ok_ref[tgt][:, None], src_ok, start, acc)
+    dv = dv + _dot((a * a / z).astype(dm.dtype), dm, ((0,), (0,)), acc)
+    ds = _score_grad(a, _dot(dm, v, ((1,), (1,)), acc), z, inner)
     return dk + _dot(ds.astype(q.dtype), q, ((0,), (0,)), acc), dv
 
   first = lax.div(start, jnp.int32(br)) if plan.causal else 0
@@ -218,6 +240,10 @@ def _call(plan, kernel, grid, in_specs, out_specs, out_shape, name, *args):
 
 
 def _forward(plan, q, k, theta, v, rows, row_ok, src_ok):
+  """(m [b, rp, K, C], z [b, K, rp]) of padded operands (`_local_mix`)."""
+  if plan.mode.form == "tpu":
+    from glomo_jax.ops.pallas.graph_mix_tpu import forward_tpu  # noqa: PLC0415
+    return forward_tpu(plan, q, k, theta, v, rows, row_ok, src_ok)
   b, heads, rp, _ = q.shape
   target, target_rows, source = _specs(plan, q, v, "rows")
   out_shape = [jax.ShapeDtypeStruct((b, rp) + v.shape[2:], v.dtype),
@@ -239,11 +265,24 @@ def _mix_fwd(plan, q, k, theta, v, rows, row_ok, src_ok):
 def _mix_bwd(plan, res, dm):
   q, k, theta, v, rows, row_ok, src_ok, m, z = res
   acc = _acc(q)
-  b, heads, rp, _ = q.shape
-  tp = k.shape[2]
   dm = dm.astype(v.dtype)
   inner = jnp.einsum("brkc,brkc->bkr", dm.astype(acc), m.astype(acc))
   args = (q, theta, rows, row_ok, dm, z, inner, k, v, src_ok)
+  if plan.mode.form == "tpu":
+    from glomo_jax.ops.pallas.graph_mix_tpu import grads_tpu  # noqa: PLC0415
+    dq, dtheta, dk, dv = grads_tpu(plan, *args)
+  else:
+    dq, dtheta, dk, dv = _grads_gpu(plan, *args)
+  return (dq.astype(q.dtype), dk.astype(k.dtype), dtheta.astype(theta.dtype),
+          dv.astype(v.dtype), None, None, None)
+
+
+def _grads_gpu(plan, *args):
+  """(dq, dθ, dk, dv) in the accumulation dtype, shaped as q, θ, k, v."""
+  q, theta, k, v = args[0], args[1], args[7], args[8]
+  acc = _acc(q)
+  b, heads, rp, _ = q.shape
+  tp = k.shape[2]
   target, target_rows, source = _specs(plan, q, v, "rows")
   dq, dtheta = _call(plan, _dq_kernel, (b, heads, rp // plan.block_rows),
                      target + target_rows + target_rows[1:] + source,
@@ -256,8 +295,7 @@ def _mix_bwd(plan, res, dm):
                  [source[0], source[1]],
                  [jax.ShapeDtypeStruct(k.shape, acc), jax.ShapeDtypeStruct(v.shape, acc)],
                  "graph_mix_dkv", *args)
-  return (dq.astype(q.dtype), dk.astype(k.dtype), dtheta.astype(theta.dtype),
-          dv.astype(v.dtype), None, None, None)
+  return dq, dtheta, dk, dv
 
 
 _mix.defvjp(_mix_fwd, _mix_bwd)
