@@ -1,6 +1,7 @@
 """The pretraining step with the fused Pallas kernels (interpret mode on the
-CPU) equals the step with the reference ops on tiny configs; the kernels
-refuse the options they do not compute."""
+CPU) equals the step with the reference ops on tiny configs, on one device
+and on 8 (data 4 × fsdp 2, the kernels per shard); the kernels refuse the
+options they do not compute."""
 import functools
 
 import jax
@@ -10,36 +11,49 @@ import pytest
 from glomo_jax import ModelConfig
 from glomo_jax.models.pixel_glomo import PixelGLoMo
 from glomo_jax.pretraining import GLoMoObjective
-from glomo_jax.train import create_state, make_optimizer, train_step
+from glomo_jax.train import (batch_sharding, create_state, make_mesh, make_optimizer,
+                             state_shardings, train_step)
 
 T = 12
 
 
-def batches():
+def batches(rows=2):
   rng = np.random.default_rng(0)
-  batch = {"tokens": rng.integers(3, 50, (2, T)).astype(np.int32),
-           "mask": np.ones((2, T), np.int32)}
+  batch = {"tokens": rng.integers(3, 50, (rows, T)).astype(np.int32),
+           "mask": np.ones((rows, T), np.int32)}
   batch["mask"][1, 8:] = 0            # padding: neither sends nor receives weight
   return [batch]
 
 
-def steps(config, batches):
-  """SGD steps from the same initialisation: (params, [metrics])."""
+def steps(config, batches, mesh=None):
+  """SGD steps from the same initialisation: (params, [metrics]); with a
+  mesh, under it (the loop's shardings)."""
   tx = make_optimizer("sgd", 1.0, momentum=0.2, clip_norm=0.25)
   objective = GLoMoObjective(config, T, tx)
-  state = jax.jit(functools.partial(create_state, objective, tx))(jax.random.PRNGKey(0))
-  step = jax.jit(functools.partial(train_step, objective, tx))
+  create = functools.partial(create_state, objective, tx)
+  step = functools.partial(train_step, objective, tx)
+  if mesh is not None:
+    state_sh = state_shardings(mesh, jax.eval_shape(create, jax.random.PRNGKey(0)))
+    create = jax.jit(create, out_shardings=state_sh)
+    step = jax.jit(step, in_shardings=(state_sh, batch_sharding(mesh)),
+                   out_shardings=(state_sh, None))
+  state = jax.jit(create)(jax.random.PRNGKey(0))
+  step = jax.jit(step)
   metrics = []
   for b in batches:
     state, m = step(state, b)
     metrics.append(jax.device_get(m))
-  return state.params, metrics
+  return jax.device_get(state.params), metrics
 
 
-def assert_same_step(fused_config, reference_config):
-  data = batches()
-  got, got_metrics = steps(fused_config, data)
-  want, want_metrics = steps(reference_config, data)
+@functools.lru_cache(maxsize=2)
+def reference_steps(config, rows):
+  return steps(config, batches(rows))
+
+
+def assert_same_step(fused_config, reference_config, rows=2, mesh=None):
+  got, got_metrics = steps(fused_config, batches(rows), mesh)
+  want, want_metrics = reference_steps(reference_config, rows)
   for a, b in zip(got_metrics, want_metrics):
     for key in ("loss", "loss_fw", "loss_bw", "grad_norm"):
       np.testing.assert_allclose(a[key], b[key], rtol=2e-5, err_msg=key)
@@ -49,11 +63,22 @@ def assert_same_step(fused_config, reference_config):
                                err_msg=jax.tree_util.keystr(path))
 
 
+# sampled start positions (the top layer's rows, repeats possible), GRU, the
+# query threshold: the paper's kind of model, tiny; an embedding of 4,096
+# values, so the fsdp rule splits it
+PAPER_LIKE = ModelConfig.tiny(sample_positions=4, vocab_size=256)
+
+
 def test_fused_kernels_train_as_the_reference_ops():
-  # sampled start positions (the top layer's rows, repeats possible), GRU,
-  # the query threshold: the paper's kind of model, tiny
-  config = ModelConfig.tiny(sample_positions=4)
-  assert_same_step(config.replace(kernels="fused"), config)
+  assert_same_step(PAPER_LIKE.replace(kernels="fused"), PAPER_LIKE, rows=8)
+
+
+def test_fused_kernels_per_shard_on_8_devices_train_as_the_reference_ops():
+  # data 4 × fsdp 2: each kernel in shard_map on its device's row (the
+  # table gathered, its gradient summed), against the one-device reference
+  mesh = make_mesh(4, 2, jax.devices()[:8])
+  with jax.set_mesh(mesh):
+    assert_same_step(PAPER_LIKE.replace(kernels="fused"), PAPER_LIKE, rows=8, mesh=mesh)
 
 
 def test_fused_graph_with_residual_composition_and_scalar_threshold():

@@ -16,6 +16,7 @@ Usage (pure functions of params, inputs and rngs)::
 """
 from __future__ import annotations
 
+import functools
 from typing import Sequence
 
 import flax.linen as nn
@@ -254,8 +255,9 @@ class GLoMo(nn.Module):
     scaled = [w.astype(c.graph_dtype) / (2.0 * jnp.maximum(n, 1.0))
               for w, n in zip(weights, counts)]
     table = self.embedding.astype(c.compute_dtype)
-    cross_entropy = (fused_tied_softmax_cross_entropy if c.fused_loss
-                     else tied_softmax_cross_entropy)
+    # the fused kernel's rows: two groups (directions), each batch-major
+    cross_entropy = (functools.partial(fused_tied_softmax_cross_entropy, row_groups=2)
+                     if c.fused_loss else tied_softmax_cross_entropy)
     loss, ce = cross_entropy(
         jnp.concatenate(hidden), table, jnp.concatenate(targets),
         jnp.concatenate(scaled), c.loss_chunk_size)

@@ -73,8 +73,11 @@ def run(task: Task, config: LoopConfig, workdir: str, *, devices=None) -> dict[s
     WorkdirInUseError: another live run holds `workdir` (`train.workdir`).
     NonFiniteLossError: the loss or parameters stopped being finite.
   """
-  with hold_workdir(workdir), Preemption() as preemption:
-    loop = _Loop(task, config, workdir, devices, preemption)
+  mesh = make_mesh(config.mesh_data, config.mesh_fsdp, devices)
+  # every program traced under the mesh: the fused kernels take its devices'
+  # form and run per shard (`glomo_jax.ops.pallas`)
+  with hold_workdir(workdir), Preemption() as preemption, jax.set_mesh(mesh):
+    loop = _Loop(task, config, workdir, mesh, preemption)
     try:
       return loop.train()
     finally:
@@ -84,7 +87,7 @@ def run(task: Task, config: LoopConfig, workdir: str, *, devices=None) -> dict[s
 class _Loop:
   """One run's pieces; `train` is the loop itself."""
 
-  def __init__(self, task: Task, config: LoopConfig, workdir: str, devices, preemption):
+  def __init__(self, task: Task, config: LoopConfig, workdir: str, mesh, preemption):
     self.task, self.config, self.workdir, self.preemption = task, config, workdir, preemption
     os.makedirs(workdir, exist_ok=True)
     if config.compilation_cache_dir:
@@ -94,7 +97,7 @@ class _Loop:
                 jax.process_index(), jax.process_count(), jax.local_device_count(),
                 jax.device_count(), jax.devices()[0].platform, tuning.describe())
     # Mesh and state shapes --------------------------------------------------------
-    self.mesh = make_mesh(config.mesh_data, config.mesh_fsdp, devices)
+    self.mesh = mesh
     self.platform = self.mesh.devices.flat[0].platform
     self.tx = task.optimizer()
     self._create = state_creator(task, self.tx)   # traced once: shapes, init

@@ -41,7 +41,8 @@ import jax.numpy as jnp
 from jax import lax
 from jax.experimental import pallas as pl
 
-from glomo_jax.ops.pallas import KernelMode, check_triton_widths, kernel_mode, round_up
+from glomo_jax.ops.pallas import (KernelMode, check_triton_widths, kernel_mode, per_shard,
+                                  round_up)
 
 # (block_rows, block_vocab) per form: Triton needs powers of two, and the
 # rows kernel keeps a [block_rows, d] float32 accumulator per block; Mosaic
@@ -68,6 +69,7 @@ def fused_tied_softmax_cross_entropy(hidden: jax.Array, table: jax.Array,
                                      block_rows: int | None = None,
                                      block_vocab: int | None = None,
                                      vocab_splits: int | None = None,
+                                     row_groups: int = 1,
                                      form: str | None = None,
                                      interpret: bool | None = None):
   """Weighted sum of cross-entropies of ``softmax(hidden @ table.T)``.
@@ -81,6 +83,10 @@ def fused_tied_softmax_cross_entropy(hidden: jax.Array, table: jax.Array,
     block_rows, block_vocab: tile sizes (default `DEFAULT_BLOCKS` of the form).
     vocab_splits: V ranges of the rows kernel on the grid (default: 1 on a
       TPU, else enough for `GPU_MIN_BLOCKS` blocks).
+    row_groups: G, the rows are G groups of N / G rows, each in the order of
+      the batch (GLoMo: the forward rows, then the backward ones): under a
+      mesh each device takes its share of every group (`ops.pallas.per_shard`;
+      the table is gathered, its gradient summed over the devices).
     form, interpret: `ops.pallas.kernel_mode`.
 
   Returns:
@@ -97,6 +103,23 @@ def fused_tied_softmax_cross_entropy(hidden: jax.Array, table: jax.Array,
                      f"be [{hidden.shape[0]}]")
   mode = kernel_mode(form, interpret)
   check_triton_widths(mode, dim=hidden.shape[1])
+  n = hidden.shape[0]
+  if n % row_groups:
+    raise ValueError(f"{n} rows do not make {row_groups} groups")
+  local = functools.partial(_local_ce, mode, (block_rows, block_vocab, vocab_splits))
+  group = lambda x: x.reshape((row_groups, n // row_groups) + x.shape[1:])
+  loss, ce = per_shard(local, (1, None, 1, 1), (0, 1), n // row_groups,
+                       group(hidden), table, group(targets), group(weights))
+  return jnp.sum(loss), jax.lax.stop_gradient(ce.reshape(n))
+
+
+def _local_ce(mode, blocks, hidden, table, targets, weights):
+  """One device's rows: hidden [G, n, d], targets, weights [G, n] ->
+  (loss [1], ce [G, n])."""
+  shape = targets.shape
+  hidden = hidden.reshape(-1, hidden.shape[-1])
+  targets, weights = targets.reshape(-1), weights.reshape(-1)
+  block_rows, block_vocab, vocab_splits = blocks
   rows, vocab = DEFAULT_BLOCKS[mode.form]
   # no larger than the arrays (Triton: a power of two; Mosaic: a multiple of 8)
   fit = pl.next_power_of_2 if mode.form == "gpu" else (lambda k: round_up(k, 8))
@@ -116,7 +139,7 @@ def fused_tied_softmax_cross_entropy(hidden: jax.Array, table: jax.Array,
   per_split = -(-tiles // max(1, min(vocab_splits, tiles)))
   plan = Plan(block_rows, block_vocab, -(-tiles // per_split), per_split, mode)
   loss, ce = _fused_ce(plan, hidden, table, targets.astype(jnp.int32), weights.astype(acc))
-  return loss, jax.lax.stop_gradient(ce[:n])
+  return loss[None], ce[:n].reshape(shape)
 
 
 # ---- tile math shared by both forms ---------------------------------------------------
