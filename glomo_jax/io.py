@@ -1,10 +1,12 @@
 """File helpers shared by every reader and writer: one opener for
-compressed files, atomic writers, and `round_up` for padded lengths.
+compressed files, the one JSON-lines reader, atomic writers, and `round_up`
+for padded lengths.
 
 Readers: `open_binary` / `open_text` turn what a damaged or cut-short file
 raises while it is read (``EOFError`` of a truncated .gz / .xz / .bz2, the
 decompressors' own errors, bytes that are not UTF-8) into an `InputError`
-naming the file.
+naming the file. `json_lines` reads a JSON-lines file; `decode_utf8`
+decodes bytes with an error that names the file and line.
 
 Writers: `write_bytes` and `write_json` write a temporary sibling and rename
 it into place, so a reader never sees half a file; a failed write (no space,
@@ -22,7 +24,7 @@ import json
 import lzma
 import os
 import zlib
-from typing import Any, BinaryIO, Callable, TextIO
+from typing import Any, BinaryIO, Callable, Iterator, TextIO
 
 from glomo_jax.errors import InputError, write_failed
 
@@ -116,6 +118,52 @@ def open_text(path: str | os.PathLike, errors: str = "strict") -> TextIO:
   return _CheckedText(open_binary(path), os.fspath(path), errors)
 
 
+def decode_utf8(data: bytes, where, line: int | None = None, errors: str = "strict",
+                remedy: str = "save it as UTF-8") -> tuple[str, bool]:
+  """UTF-8 bytes -> (text, whether bytes were replaced). With `errors`
+  'strict', bytes that are not UTF-8 raise an InputError naming `where` and
+  `line` and ending with `remedy`; with 'replace' they become U+FFFD."""
+  try:
+    return data.decode("utf-8"), False
+  except UnicodeDecodeError as e:
+    if errors == "strict":
+      raise InputError(where, f"not valid UTF-8 ({e.reason} at byte {e.start}); {remedy}",
+                       line=line) from e
+    return data.decode("utf-8", errors="replace"), True
+
+
+_JSON_KINDS = {list: "an array", str: "a string", int: "a number", float: "a number",
+               bool: "true or false", type(None): "null"}
+
+
+def json_lines(path: str | os.PathLike, errors: str = "strict",
+               remedy: str = "save it as UTF-8") -> Iterator[tuple[int, dict, bool]]:
+  """(line number, JSON object, whether non-UTF-8 bytes were replaced) of
+  every non-blank line of a JSON-lines file (plain, .gz, .xz or .bz2);
+  `errors` and `remedy` as for `decode_utf8`.
+
+  Raises:
+    InputError: one line naming the file and the line: a line that is not a
+      JSON object ("not a JSON object (invalid JSON: …)", "not a JSON object
+      but an array"), bytes that are not UTF-8 ('strict'); or a file that is
+      damaged or cut short (`open_binary`).
+  """
+  path = os.fspath(path)
+  with open_binary(path) as f:
+    for number, raw in enumerate(f, 1):
+      line, replaced = decode_utf8(raw, path, number, errors, remedy)
+      if not line.strip():
+        continue
+      try:
+        record = json.loads(line)
+      except (ValueError, RecursionError) as e:   # JSONDecodeError, too long an int
+        raise InputError(path, f"not a JSON object (invalid JSON: {e})", line=number) from None
+      if not isinstance(record, dict):
+        kind = _JSON_KINDS.get(type(record), type(record).__name__)
+        raise InputError(path, f"not a JSON object but {kind}", line=number)
+      yield number, record, replaced
+
+
 def file_sha256(path: str | os.PathLike) -> str:
   """The sha256 (hex) of a file's bytes, read in blocks."""
   digest = hashlib.sha256()
@@ -167,3 +215,4 @@ def write_json(path: str | os.PathLike, value: Any, indent: int | None = 1) -> N
   atomically (`write_atomically`)."""
   text = json.dumps(value, indent=indent, ensure_ascii=False, default=str) + "\n"
   write_bytes(path, text.encode("utf-8"))
+

@@ -13,6 +13,8 @@ import tensorflow_datasets as tfds
 from glomo_jax.data import synthetic
 from glomo_jax.data.corpus import (CorpusSpec, CorpusStats, file_format_of,
                                    load_documents)
+from glomo_jax.errors import InputError
+from glomo_jax.tasks.datasets import numbered_jsonl
 
 SHARED_DATA = pathlib.Path(__file__).resolve().parents[1].parent / "shared" / "data"
 OPENERS = {"": open, ".gz": gzip.open, ".xz": lzma.open, ".bz2": bz2.open}
@@ -132,6 +134,19 @@ def test_missing_json_field_names_field_file_and_line(tmp_path):
   write(tmp_path / "b.jsonl", b'{"text": "ok"}\nnot json\n')
   with pytest.raises(ValueError, match=r"b\.jsonl:2: not a JSON object"):
     load_documents(files_spec(tmp_path / "b.jsonl"))
+
+
+@pytest.mark.parametrize("line, problem", [
+    (b"not json", "not a JSON object (invalid JSON: Expecting value"),
+    (b"[1, 2]", "not a JSON object but an array"),
+    (b'{"text": "\xff"}', "not valid UTF-8 (invalid start byte at byte 10)")])
+def test_both_json_lines_readers_word_a_bad_line_alike(tmp_path, line, problem):
+  path = write(tmp_path / "d.jsonl", b'{"text": "ok"}\n\n' + line + b"\n")
+  for read in (lambda: load_documents(files_spec(path, on_decode_error="strict")),
+               lambda: list(numbered_jsonl(str(path)))):
+    with pytest.raises(InputError) as error:
+      read()
+    assert str(error.value).startswith(f"{path}:3: {problem}"), str(error.value)
 
 
 def test_non_utf8_is_replaced_counted_and_logged(tmp_path, caplog):

@@ -42,7 +42,6 @@ from __future__ import annotations
 
 import dataclasses
 import glob as globlib
-import json
 import logging
 import os
 import re
@@ -53,7 +52,7 @@ from glomo_jax.data.synthetic import SyntheticConfig, generate_corpus
 from glomo_jax.data.tfds_source import READERS as TFDS_READERS
 from glomo_jax.data.tfds_source import tfds_records
 from glomo_jax.errors import InputError
-from glomo_jax.io import open_binary, strip_compression
+from glomo_jax.io import decode_utf8, json_lines, open_binary, strip_compression
 
 logger = logging.getLogger(__name__)
 
@@ -158,16 +157,13 @@ def _check_choice(field: str, value: str, choices: tuple[str, ...]) -> None:
     raise ValueError(f"unknown {field} {value!r}; choose one of {choices}")
 
 
+_REMEDY = "use on_decode_error='replace' to decode it anyway"
+
+
 def _decode(data: bytes, on_error: str, where: str, line: int | None = None
             ) -> tuple[str, bool]:
-  """UTF-8 bytes -> (text, whether bytes were replaced)."""
-  try:
-    return data.decode("utf-8"), False
-  except UnicodeDecodeError as e:
-    if on_error == "strict":
-      raise InputError(where, f"not valid UTF-8 ({e.reason} at byte {e.start}); use "
-                       "on_decode_error='replace' to decode it anyway", line=line) from e
-    return data.decode("utf-8", errors="replace"), True
+  """UTF-8 bytes -> (text, whether bytes were replaced) (`io.decode_utf8`)."""
+  return decode_utf8(data, where, line, on_error, _REMEDY)
 
 
 def file_format_of(path: str) -> str:
@@ -190,19 +186,8 @@ def matching_files(pattern: str | tuple[str, ...]) -> list[str]:
   return sorted(files)
 
 
-def _jsonl_documents(f: BinaryIO, path: str, text_field: str,
-                     on_error: str) -> Iterator[tuple[str, bool]]:
-  for number, raw in enumerate(f, start=1):
-    if not raw.strip():
-      continue
-    line, replaced = _decode(raw, on_error, path, number)
-    try:
-      record = json.loads(line)
-    except (json.JSONDecodeError, RecursionError) as e:
-      raise InputError(path, f"not a JSON object ({e})", line=number) from None
-    if not isinstance(record, dict):
-      raise InputError(path, f"expected a JSON object, got {type(record).__name__}",
-                       line=number)
+def _jsonl_documents(path: str, text_field: str, on_error: str) -> Iterator[tuple[str, bool]]:
+  for number, record, replaced in json_lines(path, on_error, _REMEDY):
     if text_field not in record:
       raise InputError(path, f"missing text field {text_field!r} (fields: "
                        f"{sorted(record)[:20]})", line=number)
@@ -233,10 +218,11 @@ def _wikitext_documents(f: BinaryIO, path: str,
 def _file_documents(path: str, fmt: str, text_field: str,
                     on_error: str) -> Iterator[tuple[str, bool]]:
   """(document, had non-UTF-8 bytes) for every document of one file."""
+  if fmt == "jsonl":
+    yield from _jsonl_documents(path, text_field, on_error)
+    return
   with open_binary(path) as f:
-    if fmt == "jsonl":
-      yield from _jsonl_documents(f, path, text_field, on_error)
-    elif fmt == "wikitext":
+    if fmt == "wikitext":
       yield from _wikitext_documents(f, path, on_error)
     else:
       yield _decode(f.read(), on_error, path)

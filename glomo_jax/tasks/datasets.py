@@ -31,7 +31,6 @@ Batching is in `glomo_jax.tasks.batching`.
 from __future__ import annotations
 
 import dataclasses
-import json
 import logging
 from typing import Any, Callable, Iterable, Iterator, Mapping, Sequence
 
@@ -39,7 +38,7 @@ import numpy as np
 
 from glomo_jax.data.tfds_source import tfds_records
 from glomo_jax.errors import InputError
-from glomo_jax.io import open_text, strip_compression
+from glomo_jax.io import json_lines, open_text, strip_compression
 from glomo_jax.tasks.words import Vocabulary, plain_text, tokenize, tokenize_with_offsets
 
 logger = logging.getLogger(__name__)
@@ -173,24 +172,14 @@ class TaskData:
 # ---- reading --------------------------------------------------------------------
 def numbered_jsonl(path: str) -> Iterator[tuple[int, dict]]:
   """(line number, JSON object) of a JSON-lines file (plain, .gz or .xz);
-  blank lines skipped.
+  blank lines skipped (`glomo_jax.io.json_lines`).
 
   Raises:
-    InputError: a line that is not a JSON object, a file that is not UTF-8
-      or is damaged or cut short (`glomo_jax.io.open_text`).
+    InputError: one line naming the file and line: a line that is not a JSON
+      object or not UTF-8; a file that is damaged or cut short.
   """
-  with open_text(path) as f:
-    for number, line in enumerate(f, 1):
-      if not line.strip():
-        continue
-      try:
-        record = json.loads(line)
-      except (json.JSONDecodeError, RecursionError) as e:
-        raise InputError(path, f"invalid JSON ({e})", line=number) from None
-      if not isinstance(record, dict):
-        raise InputError(path, f"not a JSON object but {type(record).__name__}",
-                         line=number)
-      yield number, record
+  for number, record, _ in json_lines(path):
+    yield number, record
 
 
 def read_jsonl(path: str) -> Iterator[dict]:
