@@ -1,6 +1,6 @@
 """File helpers shared by every reader and writer: one opener for
-compressed files, the one JSON-lines reader, atomic writers, and `round_up`
-for padded lengths.
+compressed files, the one JSON-lines reader, atomic writers of files and
+directories, and `round_up` for padded lengths.
 
 Readers: `open_binary` / `open_text` turn what a damaged or cut-short file
 raises while it is read (``EOFError`` of a truncated .gz / .xz / .bz2, the
@@ -12,6 +12,8 @@ Writers: `write_bytes` and `write_json` write a temporary sibling and rename
 it into place, so a reader never sees half a file; a failed write (no space,
 no permission) removes the temporary file, leaves the previous file as it
 was, and raises an OSError naming the file (`errors.write_failed`).
+`write_directory_atomically` does the same for a directory (exports, graph
+and token-stream caches).
 """
 from __future__ import annotations
 
@@ -23,6 +25,8 @@ import io
 import json
 import lzma
 import os
+import shutil
+import uuid
 import zlib
 from typing import Any, BinaryIO, Callable, Iterator, TextIO
 
@@ -216,3 +220,54 @@ def write_json(path: str | os.PathLike, value: Any, indent: int | None = 1) -> N
   text = json.dumps(value, indent=indent, ensure_ascii=False, default=str) + "\n"
   write_bytes(path, text.encode("utf-8"))
 
+
+def write_directory_atomically(path: str | os.PathLike, fill: Callable[[str], Any], *,
+                               kept: str | Callable[[], str] = "",
+                               marker: str | None = None,
+                               publish: Callable[[str, str], Any] | None = None) -> None:
+  """Calls `fill(tmp)` on a new, empty temporary sibling directory of `path`,
+  then publishes it as `path`, so a reader never sees a partial directory.
+  Whatever fails, the temporary directory is removed.
+
+  Args:
+    path: the directory to publish.
+    fill: writes the directory's files into the directory it is given.
+    kept: what the caller's earlier output is when writing fails (in the
+      error, `errors.write_failed`); a callable is asked at that moment.
+    marker: for the default publish: a file that a complete `path` holds.
+      When the rename fails and `path` holds it, another process published
+      the same directory first: this one is dropped.
+    publish: `publish(tmp, path)` instead of the rename (e.g. to replace an
+      existing directory); its errors are raised as they are.
+
+  Raises:
+    OSError: naming `path` (`errors.write_failed`): the temporary directory
+      could not be made, `fill` raised an OSError, or the rename failed.
+  """
+  path = os.fspath(path)
+  parent, name = os.path.split(os.path.abspath(path))
+  tmp = os.path.join(parent, f".{name}.tmp-{uuid.uuid4().hex[:12]}")
+  try:
+    os.makedirs(parent, exist_ok=True)
+    os.mkdir(tmp)
+  except OSError as e:
+    raise write_failed(path, e) from e
+  try:
+    try:
+      fill(tmp)
+      if publish is None:
+        _rename_directory(tmp, path, marker)
+    except OSError as e:
+      raise write_failed(path, e, kept() if callable(kept) else kept) from e
+    if publish is not None:
+      publish(tmp, path)
+  finally:
+    shutil.rmtree(tmp, ignore_errors=True)
+
+
+def _rename_directory(tmp: str, path: str, marker: str | None) -> None:
+  try:
+    os.rename(tmp, path)
+  except OSError:
+    if marker is None or not os.path.isfile(os.path.join(path, marker)):
+      raise

@@ -23,7 +23,6 @@ import json
 import logging
 import os
 import shutil
-import tempfile
 from typing import Any, Iterable, Mapping
 
 import numpy as np
@@ -31,8 +30,8 @@ import numpy as np
 from glomo_jax.data.corpus import CorpusSpec, CorpusStats, iter_documents, matching_files
 from glomo_jax.data.synthetic import SyntheticDocument, generate_corpus
 from glomo_jax.data.tokenizer import Tokenizer
-from glomo_jax.errors import InputError, write_failed
-from glomo_jax.io import file_sha256
+from glomo_jax.errors import InputError
+from glomo_jax.io import file_sha256, write_directory_atomically
 
 logger = logging.getLogger(__name__)
 
@@ -180,14 +179,9 @@ _ARRAYS = ("tokens", "doc_starts", "arc_source", "arc_kind")
 
 def save_stream(stream: TokenStream, directory: str, meta: Mapping[str, Any] = ()) -> None:
   """Writes the stream's arrays as .npy files plus meta.json (with each
-  file's sha256), atomically."""
-  parent = os.path.dirname(os.path.abspath(directory))
-  try:
-    os.makedirs(parent, exist_ok=True)
-    tmp = tempfile.mkdtemp(prefix=".tmp-stream-", dir=parent)
-  except OSError as e:
-    raise write_failed(directory, e) from e
-  try:
+  file's sha256), atomically (`io.write_directory_atomically`; when another
+  process wrote the same cache entry first, its copy is kept)."""
+  def fill(tmp):
     for name in _ARRAYS:
       value = getattr(stream, name)
       if value is not None:
@@ -199,15 +193,8 @@ def save_stream(stream: TokenStream, directory: str, meta: Mapping[str, Any] = (
                        for name in sorted(os.listdir(tmp))})
     with open(os.path.join(tmp, "meta.json"), "w") as f:
       json.dump(info, f, indent=1, sort_keys=True, default=str)
-    try:
-      os.replace(tmp, directory)
-    except OSError:  # another process wrote the same cache entry first
-      if not os.path.exists(os.path.join(directory, "meta.json")):
-        raise
-  except OSError as e:
-    raise write_failed(directory, e, "no partial cache was left") from e
-  finally:
-    shutil.rmtree(tmp, ignore_errors=True)
+  write_directory_atomically(directory, fill, kept="no partial cache was left",
+                             marker="meta.json")
 
 
 def load_stream(directory: str) -> TokenStream:

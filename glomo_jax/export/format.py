@@ -84,9 +84,10 @@ import numpy as np
 import glomo_jax
 from glomo_jax.config import ModelConfig
 from glomo_jax.data.tokenizer import Tokenizer
-from glomo_jax.errors import InputError, write_failed
+from glomo_jax.errors import InputError
 from glomo_jax.export.subset import (COLLECTIONS, check_tree, check_units, expected_leaves,
                                      flatten_tree, graph_predictor_variables, unflatten_tree)
+from glomo_jax.io import write_directory_atomically
 
 FORMAT_VERSION = 1
 KIND = "glomo_graph_predictor"
@@ -234,47 +235,44 @@ def _check_destination(final: str, overwrite: bool) -> None:
 
 
 def _write_directory(final: str, contents: Mapping[str, bytes], overwrite: bool) -> None:
-  """Writes `contents` into a temporary sibling directory, then renames it to
-  `final` (replacing an old export, when allowed, only after the new one is
-  complete). A failed write (no space, no permission) leaves `final` as it
-  was and raises an OSError naming it (`errors.write_failed`)."""
-  parent, name = os.path.split(final)
-  tag = uuid.uuid4().hex[:12]
-  tmp = os.path.join(parent, f".{name}.tmp-{tag}")
-  old = os.path.join(parent, f".{name}.old-{tag}")
-  try:
-    os.makedirs(parent, exist_ok=True)
-    os.mkdir(tmp)
-  except OSError as e:
-    raise write_failed(final, e) from e
-  try:
+  """Writes `contents` into a temporary sibling directory, then puts it in
+  place of `final` (`io.write_directory_atomically`; an old export, when
+  allowed, is replaced only after the new one is complete). A failed write
+  (no space, no permission) leaves `final` as it was and raises an OSError
+  naming it (`errors.write_failed`)."""
+  def fill(tmp):
+    for filename in sorted(contents, key=lambda f: f == MANIFEST_FILENAME):
+      with open(os.path.join(tmp, filename), "wb") as f:
+        f.write(contents[filename])
+        f.flush()
+        os.fsync(f.fileno())
+
+  def kept():
+    return ("the export already there is unchanged" if _is_export(final)
+            else "no export was written")
+
+  write_directory_atomically(final, fill, kept=kept,
+                             publish=lambda tmp, path: _replace_export(tmp, path, overwrite))
+
+
+def _replace_export(tmp: str, final: str, overwrite: bool) -> None:
+  """Renames the complete export `tmp` to `final`, moving an old export aside
+  first and removing it after (it is put back if the rename fails)."""
+  _check_destination(final, overwrite)  # again: it may have appeared meanwhile
+  if os.path.isdir(final) and os.listdir(final):
+    parent, name = os.path.split(final)
+    old = os.path.join(parent, f".{name}.old-{uuid.uuid4().hex[:12]}")
+    os.rename(final, old)
     try:
-      for filename in sorted(contents, key=lambda f: f == MANIFEST_FILENAME):
-        with open(os.path.join(tmp, filename), "wb") as f:
-          f.write(contents[filename])
-          f.flush()
-          os.fsync(f.fileno())
-    except OSError as e:
-      kept = ("the export already there is unchanged" if _is_export(final)
-              else "no export was written")
-      raise write_failed(final, e, kept) from e
-    _check_destination(final, overwrite)  # again: it may have appeared meanwhile
-    if os.path.isdir(final) and os.listdir(final):
-      os.rename(final, old)
-      try:
-        os.rename(tmp, final)
-      except OSError:
-        os.rename(old, final)
-        raise
-      shutil.rmtree(old, ignore_errors=True)
-    else:
-      os.rename(tmp, final)  # onto nothing or an empty directory; never a full one
-  except BaseException:
-    shutil.rmtree(tmp, ignore_errors=True)
-    raise
+      os.rename(tmp, final)
+    except OSError:
+      os.rename(old, final)
+      raise
+    shutil.rmtree(old, ignore_errors=True)
+  else:
+    os.rename(tmp, final)  # onto nothing or an empty directory; never a full one
 
 
-# ---- reading and verifying ---------------------------------------------------------
 def _read_bytes(directory: str, filename: str, what: str) -> bytes:
   path = os.path.join(directory, filename)
   if not os.path.isfile(path):

@@ -15,14 +15,12 @@ import itertools
 import json
 import logging
 import os
-import shutil
 import time
-import uuid
 
 import jax
 import numpy as np
 
-from glomo_jax.errors import write_failed
+from glomo_jax.io import write_directory_atomically
 from glomo_jax.transfer.cache_files import LENGTHS, META, OFFSETS, file_record, sealed
 from glomo_jax.transfer.cache_stores import DenseStore, SparseStore
 from glomo_jax.transfer.encode import checked_tokenizer, encode_texts, encode_word_lists
@@ -39,73 +37,62 @@ def build_cache(path, request, predictor, tokenizer, word_lists, batch_size, tex
   Raises:
     OSError: the cache could not be written (naming it; nothing partial is left).
   """
+  def fill(tmp):
+    _write_cache(tmp, os.path.basename(path), request, predictor, tokenizer, word_lists,
+                 batch_size, texts, word_spans, progress_every_s)
+  write_directory_atomically(path, fill, kept="no partial cache was left", marker=META)
+
+
+def _write_cache(tmp, key, request, predictor, tokenizer, word_lists, batch_size, texts,
+                 word_spans, progress_every_s) -> None:
+  """The cache's files, written into the directory `tmp` (`build_cache`)."""
   config = predictor.config
   prefix = (2 * config.num_graph_layers, config.num_heads)
   per = prefix[0] * prefix[1]
   max_words = request["max_words"]
   lengths = np.array([min(len(words), max_words) for words in word_lists], np.int32)
   k = request.get("top_k")
-  parent = os.path.dirname(path)
-  tmp = os.path.join(parent, f".{os.path.basename(path)}.tmp-{uuid.uuid4().hex[:12]}")
-  try:
-    os.makedirs(parent, exist_ok=True)
-    os.mkdir(tmp)
-  except OSError as e:
-    raise write_failed(path, e) from e
-  try:
-    store = (DenseStore(tmp, lengths, per, request["dtype"]) if k is None else
-             SparseStore(tmp, lengths, per, request["dtype"], k, max_words))
-    order = np.argsort(lengths, kind="stable")
-    tokenizer = checked_tokenizer(predictor, tokenizer)
-    cut = dict(max_pieces=request["max_pieces"])
+  store = (DenseStore(tmp, lengths, per, request["dtype"]) if k is None else
+           SparseStore(tmp, lengths, per, request["dtype"], k, max_words))
+  order = np.argsort(lengths, kind="stable")
+  tokenizer = checked_tokenizer(predictor, tokenizer)
+  cut = dict(max_pieces=request["max_pieces"])
 
-    def dispatched():          # (rows, their graphs on the device, not waited for)
-      for start in range(0, len(word_lists), batch_size):
-        rows = order[start:start + batch_size]
-        width = batch_width(lengths[rows], max_words)
-        arrays = (encode_word_lists(tokenizer, [word_lists[i][:width] for i in rows], width, **cut)
-                  if texts is None else
-                  encode_texts(tokenizer, [texts[i] for i in rows],
-                               [np.asarray(word_spans[i])[:width] for i in rows], width, **cut))
-        yield rows, device_unit_graphs(predictor, arrays, width, request["self_loops"],
-                                       dtype=store.fetch_dtype)
+  def dispatched():          # (rows, their graphs on the device, not waited for)
+    for start in range(0, len(word_lists), batch_size):
+      rows = order[start:start + batch_size]
+      width = batch_width(lengths[rows], max_words)
+      arrays = (encode_word_lists(tokenizer, [word_lists[i][:width] for i in rows], width, **cut)
+                if texts is None else
+                encode_texts(tokenizer, [texts[i] for i in rows],
+                             [np.asarray(word_spans[i])[:width] for i in rows], width, **cut))
+      yield rows, device_unit_graphs(predictor, arrays, width, request["self_loops"],
+                                     dtype=store.fetch_dtype)
 
-    began = last = time.perf_counter()
-    done, previous = 0, None
-    for current in itertools.chain(dispatched(), [None]):
-      if previous is not None:
-        rows, graphs = previous
-        graphs = np.asarray(jax.device_get(graphs))
-        for row, i in enumerate(rows):
-          n = int(lengths[i])
-          if graphs[row, ..., n:, :].any() or graphs[row, ..., :n, n:].any():
-            raise RuntimeError("word_graphs put weight outside the example's words")
-          store.put(i, graphs[row, ..., :n, :n])
-        done += len(rows)
-        if time.perf_counter() - last >= progress_every_s and done < len(word_lists):
-          last = time.perf_counter()
-          logger.info("graph cache: %d/%d examples, %.1f examples/s", done, len(word_lists),
-                      done / (last - began))
-      previous = current
-    offsets, extra = store.finish()
-    np.save(os.path.join(tmp, LENGTHS), lengths)
-    np.save(os.path.join(tmp, OFFSETS), offsets)
-    meta = dict(request, **extra, key=os.path.basename(path), num_examples=len(lengths),
-                graph_prefix=list(prefix), total_values=int(offsets[-1]),
-                files=file_record(tmp),
-                created=datetime.datetime.now(datetime.timezone.utc).isoformat(
-                    timespec="seconds"))
-    with open(os.path.join(tmp, META), "w", encoding="utf-8") as f:
-      json.dump(sealed(meta), f, indent=2, sort_keys=True)
-    try:
-      os.rename(tmp, path)
-    except OSError:
-      if not os.path.isfile(os.path.join(path, META)):  # not a concurrent builder
-        raise
-      shutil.rmtree(tmp, ignore_errors=True)
-  except OSError as e:
-    shutil.rmtree(tmp, ignore_errors=True)
-    raise write_failed(path, e, "no partial cache was left") from e
-  except BaseException:
-    shutil.rmtree(tmp, ignore_errors=True)
-    raise
+  began = last = time.perf_counter()
+  done, previous = 0, None
+  for current in itertools.chain(dispatched(), [None]):
+    if previous is not None:
+      rows, graphs = previous
+      graphs = np.asarray(jax.device_get(graphs))
+      for row, i in enumerate(rows):
+        n = int(lengths[i])
+        if graphs[row, ..., n:, :].any() or graphs[row, ..., :n, n:].any():
+          raise RuntimeError("word_graphs put weight outside the example's words")
+        store.put(i, graphs[row, ..., :n, :n])
+      done += len(rows)
+      if time.perf_counter() - last >= progress_every_s and done < len(word_lists):
+        last = time.perf_counter()
+        logger.info("graph cache: %d/%d examples, %.1f examples/s", done, len(word_lists),
+                    done / (last - began))
+    previous = current
+  offsets, extra = store.finish()
+  np.save(os.path.join(tmp, LENGTHS), lengths)
+  np.save(os.path.join(tmp, OFFSETS), offsets)
+  meta = dict(request, **extra, key=key, num_examples=len(lengths),
+              graph_prefix=list(prefix), total_values=int(offsets[-1]),
+              files=file_record(tmp),
+              created=datetime.datetime.now(datetime.timezone.utc).isoformat(
+                  timespec="seconds"))
+  with open(os.path.join(tmp, META), "w", encoding="utf-8") as f:
+    json.dump(sealed(meta), f, indent=2, sort_keys=True)
