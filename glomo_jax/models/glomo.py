@@ -75,6 +75,25 @@ def top_features_at(graph: GraphPredictor, feats: FeaturePredictor, emb, mask,
   return feats.layer(lower.shape[1], h, top, rows=positions)
 
 
+def direction_metrics(loss, ce, weights, counts, counted: str = "tokens") -> dict:
+  """The loss metrics of a model that reads both ways: `loss`, each
+  direction's mean cross-entropy (`loss_fw`, `loss_bw`) and how many values
+  were predicted (`counted`).
+
+  Args:
+    loss: the scalar loss ½(fw + bw).
+    ce: [n_fw + n_bw] cross-entropy of every decoded row, forward rows first
+      (pixels: summed over the channels).
+    weights: ([n_fw], [n_bw]): 1 for a row that counts, 0 for padding.
+    counts: each direction's predicted values (pixels: rows × channels).
+  """
+  n_fw = weights[0].shape[0]
+  per_dir = [jnp.sum(ce[:n_fw] * weights[0]) / jnp.maximum(counts[0], 1.0),
+             jnp.sum(ce[n_fw:] * weights[1]) / jnp.maximum(counts[1], 1.0)]
+  return {"loss": loss, "loss_fw": per_dir[0], "loss_bw": per_dir[1],
+          counted: counts[0] + counts[1]}
+
+
 class GLoMo(nn.Module):
   """GLoMo pretraining model. Parameter tree (frozen names):
 
@@ -261,9 +280,4 @@ class GLoMo(nn.Module):
     loss, ce = cross_entropy(
         jnp.concatenate(hidden), table, jnp.concatenate(targets),
         jnp.concatenate(scaled), c.loss_chunk_size)
-    n_fw = weights[0].shape[0]
-    per_dir = [jnp.sum(ce[:n_fw] * weights[0]) / jnp.maximum(counts[0], 1.0),
-               jnp.sum(ce[n_fw:] * weights[1]) / jnp.maximum(counts[1], 1.0)]
-    metrics = {"loss": loss, "loss_fw": per_dir[0], "loss_bw": per_dir[1],
-               "tokens": counts[0] + counts[1]}
-    return loss, metrics
+    return loss, direction_metrics(loss, ce, weights, counts)

@@ -44,7 +44,7 @@ from glomo_jax.config import ModelConfig
 from glomo_jax.models.pixel_window import window_targets
 from glomo_jax.models.context_decoder import ContextDecoder
 from glomo_jax.models.feature_predictor import FeaturePredictor
-from glomo_jax.models.glomo import top_features_at
+from glomo_jax.models.glomo import direction_metrics, top_features_at
 from glomo_jax.models.graph_predictor import GraphPredictor
 from glomo_jax.models.initializers import uniform
 from glomo_jax.ops.chunked_cross_entropy import tied_softmax_cross_entropy
@@ -181,10 +181,5 @@ class PixelGLoMo(nn.Module):
           hidden, self.embedding[ch].astype(c.compute_dtype), all_targets[:, ch], scaled,
           c.loss_chunk_size)
       loss, ce = loss + part, ce + ce_ch
-    n_fw = weights[0].shape[0]
-    per_dir = [jnp.sum(ce[:n_fw] * weights[0]) / jnp.maximum(counts[0], 1.0),
-               jnp.sum(ce[n_fw:] * weights[1]) / jnp.maximum(counts[1], 1.0)]
-    metrics = {"loss": loss, "loss_fw": per_dir[0], "loss_bw": per_dir[1],
-               "values": counts[0] + counts[1]}
-    return loss, metrics
+    return loss, direction_metrics(loss, ce, weights, counts, counted="values")
 
