@@ -55,7 +55,7 @@ def test_gru_stack_runs_layers_in_order_from_one_start_state():
 def test_causal_conv_batchnorm_uses_the_authors_t_plus_k_minus_1_statistics():
   b, t, c, k = 2, 5, 3, 3
   x = np.asarray(jax.random.normal(jax.random.PRNGKey(0), (b, t, c)))
-  block = CausalConvBlock(c, k, "batch")
+  block = CausalConvBlock(c, k, norm="batch")
   v = block.init(jax.random.PRNGKey(1), x, None, True)
   y, upd = block.apply(v, x, None, True, mutable=["batch_stats"])
   w = np.asarray(v["params"]["kernel"])          # [k, in, out]
@@ -74,7 +74,7 @@ def test_causal_conv_batchnorm_uses_the_authors_t_plus_k_minus_1_statistics():
 
 def test_causal_conv_is_causal_and_zeroes_padding():
   x = jax.random.normal(jax.random.PRNGKey(0), (1, 6, 4))
-  block = CausalConvBlock(4, 3, "layer")
+  block = CausalConvBlock(4, 3, norm="layer")
   v = block.init(jax.random.PRNGKey(1), x, None, False)
   jac = jax.jacrev(lambda z: block.apply(v, z, None, False))(x)  # [1,6,4,1,6,4]
   dep = np.abs(np.asarray(jac)).sum((0, 2, 3, 5))                 # [out t, in s]

@@ -107,23 +107,46 @@ def normalise(y: jax.Array, kind: str, train: bool, momentum: float, epsilon: fl
   return nn.LayerNorm(epsilon=epsilon, dtype=dtype, param_dtype=param_dtype, name=name)(y)
 
 
-class CausalConvBlock(nn.Module):
-  """mask → causal Conv1d → norm → ReLU on channel-last input.
+class NormedConv(nn.Module, kw_only=True):
+  """The fields every conv stack shares (keyword-only): its normalisation
+  and dtypes, from `ModelConfig` (`norm`, `bn_momentum`, `bn_epsilon`,
+  `bn_scale_init`, `compute_dtype`, `params_dtype`).
 
   Attributes:
-    features: output channels.
-    kernel_size: k.
-    norm: 'batch' (authors') or 'layer'.
-    bn_scale_init: `TorchBatchNorm.scale_init`.
+    norm: 'batch' (the authors') or 'layer'.
+    bn_momentum, epsilon, bn_scale_init: `TorchBatchNorm`'s momentum,
+      epsilon (LayerNorm's too) and scale_init.
+    dtype: compute dtype; param_dtype: storage dtype of the parameters.
   """
-  features: int
-  kernel_size: int = 3
   norm: str = "batch"
   bn_momentum: float = 0.9
   epsilon: float = 1e-5
   dtype: Any = jnp.float32
   param_dtype: Any = jnp.float32
   bn_scale_init: str = "ones"
+
+  def normalise(self, y: jax.Array, name: str, train: bool) -> jax.Array:
+    """`normalise` with this module's fields, as its submodule `name`."""
+    return normalise(y, self.norm, train, self.bn_momentum, self.epsilon, self.dtype,
+                     self.param_dtype, name, self.bn_scale_init)
+
+  def norm_fields(self) -> dict:
+    """The shared fields, for a conv module built inside this one."""
+    return dict(norm=self.norm, bn_momentum=self.bn_momentum, epsilon=self.epsilon,
+                dtype=self.dtype, param_dtype=self.param_dtype,
+                bn_scale_init=self.bn_scale_init)
+
+
+class CausalConvBlock(NormedConv):
+  """mask → causal Conv1d → norm → ReLU on channel-last input.
+
+  Attributes:
+    features: output channels.
+    kernel_size: k.
+    (and the keyword-only `NormedConv` fields.)
+  """
+  features: int
+  kernel_size: int = 3
 
   @nn.compact
   def __call__(self, x: jax.Array, mask: jax.Array | None, train: bool) -> jax.Array:
@@ -139,29 +162,20 @@ class CausalConvBlock(nn.Module):
     # norm the authors' k−1 extra right-side outputs join the statistics.
     right = k - 1 if self.norm == "batch" else 0
     y = causal_conv1d(x.astype(self.dtype), kernel.astype(self.dtype), k - 1, right, bias)
-    y = normalise(y, self.norm, train, self.bn_momentum, self.epsilon, self.dtype,
-                  self.param_dtype, "norm", self.bn_scale_init)
-    return jax.nn.relu(y[:, :t])
+    return jax.nn.relu(self.normalise(y, "norm", train)[:, :t])
 
 
-class CausalConvStack(nn.Module):
-  """`num_layers` CausalConvBlocks of width `features`."""
+class CausalConvStack(NormedConv):
+  """`num_layers` CausalConvBlocks of width `features` (and the keyword-only
+  `NormedConv` fields)."""
   num_layers: int
   features: int
   kernel_size: int = 3
-  norm: str = "batch"
-  bn_momentum: float = 0.9
-  epsilon: float = 1e-5
-  dtype: Any = jnp.float32
-  param_dtype: Any = jnp.float32
-  bn_scale_init: str = "ones"
 
   @nn.compact
   def __call__(self, x: jax.Array, mask: jax.Array | None, train: bool) -> jax.Array:
     """x: [batch, T, d] -> [batch, T, features]; output t depends on inputs ≤ t."""
     for i in range(self.num_layers):
-      x = CausalConvBlock(self.features, self.kernel_size, self.norm,
-                          self.bn_momentum, self.epsilon, self.dtype,
-                          self.param_dtype, self.bn_scale_init,
+      x = CausalConvBlock(self.features, self.kernel_size, **self.norm_fields(),
                           name=f"block_{i}")(x, mask, train)
     return x

@@ -27,7 +27,7 @@ import flax.linen as nn
 import jax
 import jax.numpy as jnp
 
-from glomo_jax.models.causal_conv import normalise
+from glomo_jax.models.causal_conv import NormedConv
 from glomo_jax.models.initializers import fan_in_uniform
 from glomo_jax.ops.dense import dense
 
@@ -54,7 +54,7 @@ def conv2d(x: jax.Array, kernel: jax.Array, rows: tuple[int, int],
   return dense(patches, kernel.reshape(kh * kw * c_in, c_out), bias)
 
 
-class PixelConvStack(nn.Module):
+class PixelConvStack(NormedConv):
   """Vertical + horizontal causal stacks (module docstring) on pixel units.
 
   Attributes:
@@ -62,22 +62,13 @@ class PixelConvStack(nn.Module):
     features: output channels (both stacks).
     image_shape: (H, W); the unit axis of the input holds H·W pixels.
     kernel_size: k, odd: the vertical k×k window is centred on the column.
-    norm: 'batch' (over batch and pixels) or 'layer' (per pixel).
+    (and the keyword-only `NormedConv` fields: norm 'batch' is over batch
+    and pixels, 'layer' per pixel.)
   """
   num_layers: int
   features: int
   image_shape: tuple[int, int]
   kernel_size: int = 3
-  norm: str = "batch"
-  bn_momentum: float = 0.9
-  epsilon: float = 1e-5
-  dtype: Any = jnp.float32
-  param_dtype: Any = jnp.float32
-  bn_scale_init: str = "ones"
-
-  def _norm(self, y, name, train):
-    return normalise(y, self.norm, train, self.bn_momentum, self.epsilon, self.dtype,
-                     self.param_dtype, name, self.bn_scale_init)
 
   @nn.compact
   def __call__(self, x: jax.Array, mask: jax.Array | None, train: bool) -> jax.Array:
@@ -105,11 +96,11 @@ class PixelConvStack(nn.Module):
       v_kernel = kernel(f"vertical_{i}_kernel", (k, k, c_in, self.features), k * k * c_in)
       v_bias = kernel(f"vertical_{i}_bias", (self.features,), k * k * c_in)
       v = conv2d(v, v_kernel.astype(self.dtype), (k - 1, 0), (k // 2, k // 2), v_bias)
-      v = jax.nn.relu(self._norm(v, f"vertical_{i}_norm", train))
+      v = jax.nn.relu(self.normalise(v, f"vertical_{i}_norm", train))
       h_kernel = kernel(f"horizontal_{i}_kernel", (1, k, c_in, self.features), k * c_in)
       h_bias = kernel(f"horizontal_{i}_bias", (self.features,), k * c_in)
       link = kernel(f"link_{i}_kernel", (self.features, self.features), self.features)
       y = conv2d(h, h_kernel.astype(self.dtype), (0, 0), (k - 1, 0), h_bias)
       y = y + dense(v, link.astype(self.dtype))
-      h = jax.nn.relu(self._norm(y, f"horizontal_{i}_norm", train))
+      h = jax.nn.relu(self.normalise(y, f"horizontal_{i}_norm", train))
     return h.reshape(b, t, self.features)
