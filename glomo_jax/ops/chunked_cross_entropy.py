@@ -40,12 +40,7 @@ def tied_softmax_cross_entropy(hidden: jax.Array, table: jax.Array,
     table and weights; ce: float32 [N] per-row cross-entropies for metrics
     (gradient stopped).
   """
-  if hidden.ndim != 2 or table.ndim != 2 or hidden.shape[1] != table.shape[1]:
-    raise ValueError(f"hidden {hidden.shape} and table {table.shape} must be "
-                     "[N, dim] and [V, dim]")
-  if targets.shape != hidden.shape[:1] or weights.shape != hidden.shape[:1]:
-    raise ValueError(f"targets {targets.shape} and weights {weights.shape} must "
-                     f"be [{hidden.shape[0]}]")
+  check_shapes(hidden, table, targets, weights)
   n = hidden.shape[0]
   chunk = balanced_chunk(n, chunk_size)
   pad = (-n) % chunk
@@ -56,6 +51,21 @@ def tied_softmax_cross_entropy(hidden: jax.Array, table: jax.Array,
   loss, ce = _chunked_ce(chunk, hidden, table, targets.astype(jnp.int32),
                          weights.astype(_acc_dtype(hidden, table)))
   return loss, jax.lax.stop_gradient(ce[:n])
+
+
+def check_shapes(hidden, table, targets, weights) -> None:
+  """The arguments of a tied softmax cross-entropy (this one or the fused
+  kernel's): hidden [N, dim], table [V, dim], targets and weights [N].
+
+  Raises:
+    ValueError: naming the shapes that do not fit.
+  """
+  if hidden.ndim != 2 or table.ndim != 2 or hidden.shape[1] != table.shape[1]:
+    raise ValueError(f"hidden {hidden.shape} and table {table.shape} must be "
+                     "[N, dim] and [V, dim]")
+  if targets.shape != hidden.shape[:1] or weights.shape != hidden.shape[:1]:
+    raise ValueError(f"targets {targets.shape} and weights {weights.shape} must "
+                     f"be [{hidden.shape[0]}]")
 
 
 def balanced_chunk(rows: int, chunk_size: int) -> int:

@@ -41,6 +41,7 @@ import jax.numpy as jnp
 from jax import lax
 from jax.experimental import pallas as pl
 
+from glomo_jax.ops.chunked_cross_entropy import check_shapes
 from glomo_jax.ops.pallas import (KernelMode, check_triton_widths, kernel_mode, per_shard,
                                   round_up)
 
@@ -95,12 +96,7 @@ def fused_tied_softmax_cross_entropy(hidden: jax.Array, table: jax.Array,
     stopped).
   """
   del chunk_size
-  if hidden.ndim != 2 or table.ndim != 2 or hidden.shape[1] != table.shape[1]:
-    raise ValueError(f"hidden {hidden.shape} and table {table.shape} must be "
-                     "[N, dim] and [V, dim]")
-  if targets.shape != hidden.shape[:1] or weights.shape != hidden.shape[:1]:
-    raise ValueError(f"targets {targets.shape} and weights {weights.shape} must "
-                     f"be [{hidden.shape[0]}]")
+  check_shapes(hidden, table, targets, weights)
   mode = kernel_mode(form, interpret)
   check_triton_widths(mode, dim=hidden.shape[1])
   n = hidden.shape[0]
