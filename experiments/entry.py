@@ -1,10 +1,15 @@
-"""The one entry point every run kind shares: flags → config → task → loop.
+"""The entry point the training run kinds share: flags → config → task → loop.
 
   python -m experiments.KIND --config=experiments/configs/FILE.py[:PRESET] \
       --workdir=DIR [--config.FIELD=VALUE ...] [--distributed ...]
 
-KIND is pretrain, pretrain_images, transfer, squad or cifar (each a module
-of experiments/ whose docstring has its commands). The ConfigDict of
+KIND is a key of `KINDS` below (pretrain, pretrain_images, transfer, squad,
+cifar, …), each a module of experiments/ that calls `run_kind` and whose
+docstring has its commands. The other runnable modules of experiments/ are
+tools around these runs, each with flags of its own: export, plots, graph
+statistics, syntax alignment, word vectors, questions to a SQuAD run
+(squad_answer), grids of runs (transfer_grid, data_efficiency,
+predictor_table), the demo and the accelerator pipeline. The ConfigDict of
 `--config` (every field of the kind's config dataclass, overridable by
 `--config.x.y=...`; a typo fails before any work) becomes the library's
 config (`<Config>.from_dict`), the kind's run function trains its task on

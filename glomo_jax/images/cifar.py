@@ -1,4 +1,4 @@
-"""CIFAR-10 with graphs between pixels (paper §4, Table 3) as a loop task.
+"""CIFAR-10 with graphs between pixels (paper §3.5, Table 3) as a loop task.
 
 Data: TFDS ``cifar10`` (train / test) or local .npz files; a seeded
 validation subset is carved from train (paper: 8,000 of 50,000; local file:

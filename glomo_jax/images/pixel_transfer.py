@@ -1,5 +1,5 @@
 """`GLoMoResNet`: graphs between pixels transferred into a CIFAR ResNet
-(paper §4, Table 3).
+(paper §3.5, Table 3).
 
   H  = normalised pixels                                 [B, H, W, 3]
   Hs = H box-averaged by `graph_downsample` = f          [B, H/f · W/f, 3]

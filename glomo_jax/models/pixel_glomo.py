@@ -1,4 +1,4 @@
-"""`PixelGLoMo`: GLoMo pretraining over the pixels of images (paper §4).
+"""`PixelGLoMo`: GLoMo pretraining over the pixels of images (paper §3.5).
 
 The text network with pixels as units, in raster order t = r·W + c:
 

@@ -1,6 +1,6 @@
 """The pixel context window: which pixels a position predicts.
 
-The paper (§4): "a PixelCNN-like setup, with a sequence prediction window of
+The paper (§3.5): "a PixelCNN-like setup, with a sequence prediction window of
 size 3×3 (essentially only predicting the bottom-right quarter under the
 mask)". Our reading: the window is the 3×3 block centred on the position
 (r, c); under the raster-order mask the position may predict only the window

@@ -1,5 +1,5 @@
-"""A SQuAD run as one library call, `run_squad(config, workdir)`, and
-`Answerer`, which answers questions with a finished run.
+"""A SQuAD run as one library call, `run_squad(config, workdir)` (questions
+to a finished run: `Answerer`, in answer.py).
 
 `run_squad`: reads the data (`load_squad`: train, validation carved from it
 by article, dev), builds the word and character vocabularies (saved in the
