@@ -186,7 +186,8 @@ _CHOICES = {
 
 @dataclasses.dataclass(frozen=True)
 class ModelConfig(DictConfig):
-  """Hyper-parameters of `glomo_jax.GLoMo` (DESIGN.md §2 names in brackets).
+  """Hyper-parameters of `glomo_jax.GLoMo` (the paper's symbols, the authors' values:
+  docs/design.md §3 and §6).
 
   Attributes:
     vocab_size: V, rows of the embedding (= columns of the tied output layer).

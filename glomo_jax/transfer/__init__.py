@@ -1,4 +1,4 @@
-"""Graph transfer (paper §2.2–2.3, DESIGN.md §3): frozen predictor graphs → task
+"""Graph transfer (paper §2.2–2.3; docs/design.md §4): frozen predictor graphs → task
 features.
 
 * `GraphTransfer` (layer.py): the layer task models call, mode 'glomo' |

@@ -1,4 +1,4 @@
-"""Candidate graphs for the transfer mixture (paper §2.2, DESIGN.md §3).
+"""Candidate graphs for the transfer mixture (paper §2.2; docs/design.md §4).
 
 From the frozen predictor's graphs G^1 … G^L of one direction (each [K heads,
 T_target, T_source]) the candidates are the layers themselves and the products
