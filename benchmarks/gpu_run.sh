@@ -46,11 +46,12 @@
 #                trains the authors' graphs, which it computes: no distance
 #                prior), data in PIPELINE_DATA (default .gpu/data),
 #                the tokenizer PIPELINE_TOKENIZER (default .gpu/tokenizer.model);
-#                needs ml_collections and tensorboardX (WORKSPACE.md)
+#                needs ml_collections and tensorboardX (setup.cfg)
 #
 # ROUNDS (default 2) sets the rounds of the timed stages. DEADLINE_S: a stage
 # is not started once that many seconds have passed since the script began
-# (the lent machine's command limit), so what ran before is reported.
+# (a time budget: e.g. a limit on how long one command may run), so what ran
+# before is reported.
 #
 # PYTHON (default python3) must have jax with CUDA and torch with CUDA. Results
 # (JSON lines and markdown) go to OUTDIR/results, the log to OUTDIR/log.txt.

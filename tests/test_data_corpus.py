@@ -280,7 +280,7 @@ def test_tfds_prepared_tfrecord_tf_reader_even_splits(tmp_path):
   assert all(len(s) >= 3 for s in shards)
 
 
-# --- real data (skipped when /work/shared/data is absent) ------------------
+# --- real data (skipped when ../shared/data is absent) ---------------------
 
 @pytest.mark.skipif(not (SHARED_DATA / "wiki_text").is_dir(), reason="no shared wiki_text")
 def test_real_wiki_text_first_articles():

@@ -9,11 +9,12 @@ import numpy as np
 import pytest
 import tensorflow_datasets as tfds
 
+from conftest import SHARED_DATA
 from glomo_jax.downstream import batches as example_batches
 from glomo_jax.tasks import batching, datasets, glove
 from glomo_jax.tasks.words import PAD_ID, UNK_ID, Vocabulary, tokenize
 
-GLOVE_TOP = "/work/shared/data/glove/glove.6B.100d.top2604.txt.gz"
+GLOVE_TOP = os.path.join(SHARED_DATA, "glove", "glove.6B.100d.top2604.txt.gz")
 
 
 # --- words ------------------------------------------------------------------
