@@ -222,11 +222,11 @@ def write_json(path: str | os.PathLike, value: Any, indent: int | None = 1) -> N
 
 
 def write_directory_atomically(path: str | os.PathLike, fill: Callable[[str], Any], *,
-                               kept: str | Callable[[], str] = "",
-                               marker: str | None = None,
-                               publish: Callable[[str, str], Any] | None = None) -> None:
+                               kept: str | Callable[[], str] = "", marker: str | None = None,
+                               replace: bool = False,
+                               check: Callable[[], Any] | None = None) -> None:
   """Calls `fill(tmp)` on a new, empty temporary sibling directory of `path`,
-  then publishes it as `path`, so a reader never sees a partial directory.
+  then renames it to `path`, so a reader never sees a partial directory.
   Whatever fails, the temporary directory is removed.
 
   Args:
@@ -234,11 +234,13 @@ def write_directory_atomically(path: str | os.PathLike, fill: Callable[[str], An
     fill: writes the directory's files into the directory it is given.
     kept: what the caller's earlier output is when writing fails (in the
       error, `errors.write_failed`); a callable is asked at that moment.
-    marker: for the default publish: a file that a complete `path` holds.
-      When the rename fails and `path` holds it, another process published
-      the same directory first: this one is dropped.
-    publish: `publish(tmp, path)` instead of the rename (e.g. to replace an
-      existing directory); its errors are raised as they are.
+    marker: a file that a complete `path` holds: when the rename fails and
+      `path` holds it, another process published the same directory first
+      and this one is dropped.
+    replace: a non-empty directory at `path` is moved aside, replaced, then
+      removed (put back if the rename fails); else the rename fails on it.
+    check: called after `fill`, before the rename (e.g. to refuse to replace
+      what has appeared at `path` meanwhile); its errors are raised as they are.
 
   Raises:
     OSError: naming `path` (`errors.write_failed`): the temporary directory
@@ -252,22 +254,39 @@ def write_directory_atomically(path: str | os.PathLike, fill: Callable[[str], An
     os.mkdir(tmp)
   except OSError as e:
     raise write_failed(path, e) from e
+  def failed(error: OSError) -> OSError:
+    return write_failed(path, error, kept() if callable(kept) else kept)
+
   try:
     try:
       fill(tmp)
-      if publish is None:
-        _rename_directory(tmp, path, marker)
     except OSError as e:
-      raise write_failed(path, e, kept() if callable(kept) else kept) from e
-    if publish is not None:
-      publish(tmp, path)
+      raise failed(e) from e
+    if check is not None:
+      check()
+    try:
+      _publish(tmp, path, marker, replace)
+    except OSError as e:
+      raise failed(e) from e
   finally:
     shutil.rmtree(tmp, ignore_errors=True)
 
 
-def _rename_directory(tmp: str, path: str, marker: str | None) -> None:
+def _publish(tmp: str, path: str, marker: str | None, replace: bool) -> None:
+  """Renames the complete directory `tmp` to `path` (`write_directory_atomically`)."""
+  if replace and os.path.isdir(path) and os.listdir(path):
+    parent, name = os.path.split(os.path.abspath(path))
+    old = os.path.join(parent, f".{name}.old-{uuid.uuid4().hex[:12]}")
+    os.rename(path, old)
+    try:
+      os.rename(tmp, path)
+    except OSError:
+      os.rename(old, path)
+      raise
+    shutil.rmtree(old, ignore_errors=True)
+    return
   try:
-    os.rename(tmp, path)
+    os.rename(tmp, path)   # onto nothing or an empty directory; never a full one
   except OSError:
     if marker is None or not os.path.isfile(os.path.join(path, marker)):
       raise

@@ -70,9 +70,7 @@ import datetime
 import hashlib
 import json
 import os
-import shutil
 import struct
-import uuid
 from typing import Any, Mapping, NamedTuple
 
 import flax
@@ -251,26 +249,8 @@ def _write_directory(final: str, contents: Mapping[str, bytes], overwrite: bool)
     return ("the export already there is unchanged" if _is_export(final)
             else "no export was written")
 
-  write_directory_atomically(final, fill, kept=kept,
-                             publish=lambda tmp, path: _replace_export(tmp, path, overwrite))
-
-
-def _replace_export(tmp: str, final: str, overwrite: bool) -> None:
-  """Renames the complete export `tmp` to `final`, moving an old export aside
-  first and removing it after (it is put back if the rename fails)."""
-  _check_destination(final, overwrite)  # again: it may have appeared meanwhile
-  if os.path.isdir(final) and os.listdir(final):
-    parent, name = os.path.split(final)
-    old = os.path.join(parent, f".{name}.old-{uuid.uuid4().hex[:12]}")
-    os.rename(final, old)
-    try:
-      os.rename(tmp, final)
-    except OSError:
-      os.rename(old, final)
-      raise
-    shutil.rmtree(old, ignore_errors=True)
-  else:
-    os.rename(tmp, final)  # onto nothing or an empty directory; never a full one
+  write_directory_atomically(final, fill, kept=kept, replace=True,
+                             check=lambda: _check_destination(final, overwrite))
 
 
 def _read_bytes(directory: str, filename: str, what: str) -> bytes:
