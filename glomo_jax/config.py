@@ -345,7 +345,7 @@ class ModelConfig(DictConfig):
   # ---- presets -------------------------------------------------------------
   @classmethod
   def paper(cls, **changes) -> "ModelConfig":
-    """The authors' recommended pretraining run (vocabulary: the peer's 100k)."""
+    """The authors' recommended pretraining run (a vocabulary of 100k, their word count)."""
     base = cls(vocab_size=100_000, dim=512, num_heads=8, head_dim=256,
                num_graph_layers=3, key_layers=4, query_layers=4, kernel_size=3,
                norm="batch", threshold="query", sparsity="squared_relu",
