@@ -218,3 +218,25 @@ def test_export_predict(mesh, platform):
   exported("the export's predict", platform, predictor.predict, mesh,
            (sh, batch_sharding(mesh), batch_sharding(mesh)), batch_sharding(mesh, 5),
            abstract(variables, sh), tokens, tokens)
+
+
+def test_per_device_bytes_as_xla_counts_them(mesh):
+  # docs/tpu.md's table (experiments/tpu_memory.py): the fsdp rule's
+  # per-device bytes = a sharded program's argument bytes on one device
+  from experiments.tpu_memory import batch_bytes, device_bytes, paper_state, table  # noqa: PLC0415
+  tree = {"table": jax.ShapeDtypeStruct((256, 16), jnp.float32),     # 4,096: split
+          "bias": jax.ShapeDtypeStruct((16,), jnp.float32)}          # replicated
+  batch = shapes(tokens=((32, 20), jnp.int32))
+  sh = state_shardings(mesh, tree)
+  bsh = {"tokens": batch_sharding(mesh)}
+  compiled = jax.jit(lambda t, b: (t, b["tokens"].sum()), in_shardings=(sh, bsh)).lower(
+      abstract(tree, sh), abstract(batch, bsh)).compile()
+  assert device_bytes(tree, 2) == 256 * 16 * 4 // 2 + 16 * 4
+  assert compiled.memory_analysis().argument_size_in_bytes == (
+      device_bytes(tree, 2) + batch_bytes(batch, 8))
+  state, paper_batch = paper_state()
+  rows = table(state, paper_batch)
+  assert [(r["slice"], r["mesh"]) for r in rows[:2]] == [("v4-8", "4 × 1"), ("v4-8", "1 × 4")]
+  assert rows[0]["opt_state"] == device_bytes(state.params, 1)     # SGD momentum: one trace
+  assert rows[1]["params"] < rows[0]["params"] / 3                  # fsdp 4 splits nearly all
+  assert rows[0]["batch"] == 32 * 200 * 4 * 2 // 4
