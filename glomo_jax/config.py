@@ -249,9 +249,9 @@ class ModelConfig(DictConfig):
       'fused_graph' (Eq. 1's graphs mixed into the features without forming
       them, for `GLoMo`'s loss; its `graphs` and `features`, the export and
       the transfer keep the dense graphs) or 'fused' (both). Interpreted,
-      slowly, off GPUs and TPUs (tests); 'fused_graph' has no TPU form and
-      needs squared_relu sparsity, a decoupled predictor, the context
-      objective and no distance prior (`fused_graph_unsupported`).
+      slowly, off GPUs and TPUs (tests); 'fused_graph' needs squared_relu
+      sparsity, a decoupled predictor, the context objective and no
+      distance prior (`fused_graph_unsupported`).
   """
 
   vocab_size: int = 1000
