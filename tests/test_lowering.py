@@ -30,7 +30,7 @@ from glomo_jax.images.cifar import CifarConfig, CifarTask
 from glomo_jax.images.data import ImageSet
 from glomo_jax.images.pretraining import ImagePretrainConfig, PixelPretrainingTask
 from glomo_jax.models.pixel_glomo import PixelGLoMo
-from glomo_jax.ops.pallas import lowering_for
+from glomo_jax.ops.pallas import KernelMode, batch_axes, kernel_mode, lowering_for
 from glomo_jax.pretraining import GLoMoObjective, PretrainConfig
 from glomo_jax.squad import SquadConfig
 from glomo_jax.squad.run import build_reader
@@ -179,6 +179,21 @@ def cifar() -> Program:
 
 
 # ---- the tests ----------------------------------------------------------------------------
+def test_the_kernel_form_follows_the_target_not_the_host(mesh):
+  assert kernel_mode() == KernelMode("gpu", True)            # this CPU host: interpreted
+  tpu = jax.sharding.AbstractMesh((4, 2), ("data", "fsdp"), abstract_device=(
+      jax.sharding.AbstractDevice(device_kind="TPU v5 lite", num_cores=None, platform="tpu")))
+  with jax.sharding.use_abstract_mesh(tpu):                  # a TPU mesh's devices
+    assert kernel_mode() == KernelMode("tpu", False)
+    assert batch_axes(16) == ("data", "fsdp") and batch_axes(12) is None
+  with jax.set_mesh(mesh):                                   # a CPU mesh
+    assert kernel_mode() == KernelMode("gpu", True)
+    with lowering_for("cuda"):                               # cross-lowering wins
+      assert kernel_mode() == KernelMode("gpu", False)
+    with lowering_for("tpu"):
+      assert kernel_mode() == KernelMode("tpu", False)
+
+
 @pytest.mark.parametrize("platform", ["tpu", "cuda"])
 def test_paper_pretraining_step_fused_holds_both_kernels(mesh, platform):
   text = pretraining("fused").lower(mesh, platform)

@@ -64,8 +64,12 @@ def fused_graph_mix(q: jax.Array, k: jax.Array, theta: jax.Array, values: jax.Ar
     rows: int [R] target positions (any order, repeats allowed); None: R = T
       and row r is position r.
     mask: optional [batch, T], true/1 for real tokens.
-    block_rows, block_sources: tile sizes (default `DEFAULT_BLOCKS`).
-    form, interpret: `ops.pallas.kernel_mode` (only the 'gpu' form exists).
+    block_rows, block_sources: tile sizes (default `DEFAULT_BLOCKS` of the
+      form, no larger than the padded axes).
+    form, interpret: `ops.pallas.kernel_mode`.
+
+  Under a mesh of several devices (in context) the kernels run on each
+  device's batch rows (`ops.pallas.per_shard`).
 
   Returns:
     [batch, R, d] in values.dtype: slice h of row r is Σ_i G^h_{r i} values_i.
@@ -77,10 +81,10 @@ def fused_graph_mix(q: jax.Array, k: jax.Array, theta: jax.Array, values: jax.Ar
     raise ValueError(f"q {q.shape}, k {k.shape}, theta {theta.shape} and values "
                      f"{values.shape} do not fit [B, K, R, H], [B, K, T, H], [B, K, R], [B, T, K·C]")
   check_triton_widths(mode, head_dim=q.shape[3], slice_width=d // heads)
-  rows_, sources = DEFAULT_BLOCKS[mode.form]
+  default_rows, default_sources = DEFAULT_BLOCKS[mode.form]
   fit = pl.next_power_of_2 if mode.form == "gpu" else (lambda n: round_up(n, 8))
-  plan = Plan(min(block_rows or rows_, fit(r)), min(block_sources or sources, fit(t)),
-              rows is None, mode)
+  plan = Plan(min(block_rows or default_rows, fit(r)),
+              min(block_sources or default_sources, fit(t)), rows is None, mode)
   rows = None if rows is None else jnp.asarray(rows, jnp.int32)
   return per_shard(functools.partial(_local_mix, plan), (0, 0, 0, 0, None, 0), 0, b,
                    q, k, theta, values, rows, mask)
