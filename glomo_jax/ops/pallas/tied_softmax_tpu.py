@@ -6,7 +6,8 @@ target logit) are [rows, 1] columns, so they broadcast against a
 [rows, V-tile] block without a relayout.
 
 Written for Mosaic TPU and checked in interpret mode on the CPU
-(tests/test_pallas_tied_softmax.py); it has not run on a TPU.
+(tests/test_pallas_tied_softmax.py) and by lowering for a TPU
+(tests/test_lowering.py); it has not run on a TPU.
 """
 from __future__ import annotations
 
