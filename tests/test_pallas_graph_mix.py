@@ -101,12 +101,13 @@ def test_rows_without_sources_mix_nothing(form):
     assert np.all(np.asarray(a) == 0)
 
 
-def test_no_graph_sized_array_in_the_compiled_program():
+@pytest.mark.parametrize("form", FORMS)
+def test_no_graph_sized_array_in_the_compiled_program(form):
   t, br = 64, 8
   args = (jnp.ones((1, 2, t, 4)), jnp.ones((1, 2, t, 4)), jnp.zeros((1, 2, t)),
           jnp.ones((1, t, 6)))
   f = jax.jit(jax.grad(lambda *a: jnp.sum(fused_graph_mix(*a, block_rows=br,
-                                                           block_sources=br)),
+                                                           block_sources=br, form=form)),
                        argnums=(0, 1, 2, 3)))
   hlo = f.lower(*args).compile().as_text()
   assert f",{t},{t}]" not in hlo and f"[{t},{t}]" not in hlo
