@@ -56,10 +56,18 @@ def run_grid(config: str, root: str, variants, seeds, parallel: int,
   for variant in variants:
     for seed in seeds:
       workdir = os.path.join(root, f"{variant}_s{seed}")
-      if os.path.exists(os.path.join(workdir, "results.json")):
-        print(f"done already: {workdir}")
-        continue
       todo.append((run_command(config, variant, seed, workdir, extra, entry), workdir))
+  run_commands(todo, parallel, pin)
+
+
+def run_commands(todo: list[tuple[list[str], str]], parallel: int, pin: bool = True) -> None:
+  """Runs each (command, workdir) whose workdir has no results.json yet, N at
+  once (`parallel`), each pinned to a core with one XLA thread when `pin`;
+  output to WORKDIR/log.txt. Raises SystemExit naming the failed runs."""
+  done = [w for _, w in todo if os.path.exists(os.path.join(w, "results.json"))]
+  for workdir in done:
+    print(f"done already: {workdir}")
+  todo = [(cmd, workdir) for cmd, workdir in todo if workdir not in done]
   cores = list(range(os.cpu_count() or 1))
   running = []          # (process, core, workdir, log file)
   failed = []

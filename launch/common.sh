@@ -84,7 +84,7 @@ resolve_config() {
     case "$name" in
       images_pretrain) ENTRY=pretrain_images ;;
       cifar|squad) ENTRY=$name ;;
-      imdb|sst2|mnli|agreement) ENTRY=transfer ;;
+      imdb|sst2|mnli|agreement|verb_number) ENTRY=transfer ;;
       *) ENTRY=pretrain ;;
     esac
   fi

@@ -20,6 +20,7 @@ from experiments.configs import agreement as agreement_config  # noqa: E402
 from experiments.configs import imdb as imdb_config  # noqa: E402
 from experiments.configs import mnli as mnli_config  # noqa: E402
 from experiments.configs import sst2 as sst2_config  # noqa: E402
+from experiments.configs import verb_number as verb_number_config  # noqa: E402
 from glomo_jax.tasks import TransferConfig, run_transfer  # noqa: E402
 from glomo_jax.transfer.options import TEXT_VARIANTS  # noqa: E402
 
@@ -42,11 +43,11 @@ def run(config, workdir):
                       devices=jax.devices()[:1])
 
 
-@pytest.mark.parametrize("name", ["imdb", "sst2", "mnli", "agreement"])
+@pytest.mark.parametrize("name", ["imdb", "sst2", "mnli", "agreement", "verb_number"])
 @pytest.mark.parametrize("arg", ["", "tiny"])
 def test_transfer_configs_load(name, arg):
   module = {"imdb": imdb_config, "sst2": sst2_config, "mnli": mnli_config,
-            "agreement": agreement_config}[name]
+            "agreement": agreement_config, "verb_number": verb_number_config}[name]
   config = module.get_config(arg)
   assert config.task == name and config.variant in TEXT_VARIANTS
   TransferConfig.from_dict(config.to_dict())  # every field is a TransferConfig field

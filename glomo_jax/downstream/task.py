@@ -95,10 +95,13 @@ class DownstreamTask(Task):
 
   def on_end(self, ctx: RunContext) -> dict[str, Any]:
     """{'results': {'validation': the best validation score, <held-out
-    split>: the score of the best variables}}."""
+    split>: the score of the best variables}, 'held_out_metrics': {<held-out
+    split>: every metric of that evaluation}}."""
     results = {VALIDATION: ctx.best.get("value", float("nan"))}
+    metrics = {}
     if self.held_out:
       best = ctx.best_variables()
       for name in self.held_out:
-        results[name] = ctx.evaluate(name, best)[self.select_metric]
-    return {"results": results}
+        metrics[name] = ctx.evaluate(name, best)
+        results[name] = metrics[name][self.select_metric]
+    return {"results": results, "held_out_metrics": metrics}

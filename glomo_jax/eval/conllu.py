@@ -44,6 +44,8 @@ class Sentence:
     spans: int64 [n, 2]: each word's [start, end) characters in `text`, or
       (−1, −1) for a word with no characters of its own (see module).
     sent_id: the ``# sent_id`` comment, or "line N".
+    upos, feats: each word's universal part of speech ("NOUN") and its
+      morphological features as {name: value} ({"Number": "Plur"}).
   """
   text: str
   forms: tuple[str, ...]
@@ -51,6 +53,8 @@ class Sentence:
   deprels: tuple[str, ...]
   spans: np.ndarray
   sent_id: str
+  upos: tuple[str, ...] = ()
+  feats: tuple[dict, ...] = ()
 
   def __len__(self) -> int:
     return len(self.forms)
@@ -88,7 +92,7 @@ def _sentence(block: list[str], path: str, first: int) -> Sentence:
   """The sentence of the lines `block`, the first of them line `first` of `path`."""
   text, sent_id = None, f"line {first}"
   tokens = []      # (form, first word index, last word index, space_after)
-  forms, heads, deprels = [], [], []
+  forms, heads, deprels, upos, feats = [], [], [], [], []
   for offset, line in enumerate(block):
     if line.startswith("#"):
       key, _, value = line[1:].partition("=")
@@ -124,6 +128,8 @@ def _sentence(block: list[str], path: str, first: int) -> Sentence:
     forms.append(form)
     heads.append(head - 1)
     deprels.append(columns[7])
+    upos.append(columns[3])
+    feats.append(_features(columns[5]))
   n = len(forms)
   heads = np.asarray(heads, np.int32)
   if n == 0:
@@ -136,7 +142,13 @@ def _sentence(block: list[str], path: str, first: int) -> Sentence:
   if text is None:
     text = "".join(form + (" " if space else "") for form, _, _, space in tokens).rstrip()
   return Sentence(text=text, forms=tuple(forms), heads=heads, deprels=tuple(deprels),
-                  spans=_word_spans(text, tokens, forms, path, first), sent_id=sent_id)
+                  spans=_word_spans(text, tokens, forms, path, first), sent_id=sent_id,
+                  upos=tuple(upos), feats=tuple(feats))
+
+
+def _features(column: str) -> dict:
+  """FEATS "Number=Plur|Person=3" → {"Number": "Plur", "Person": "3"} ("_": {})."""
+  return dict(item.partition("=")[::2] for item in column.split("|") if item and item != "_")
 
 
 def _word_spans(text: str, tokens, forms, path: str, first: int) -> np.ndarray:

@@ -12,12 +12,14 @@ word graphs of each text field from the task's graph caches (`TaskGraphs`).
 from __future__ import annotations
 
 import functools
-from typing import Any
+from typing import Any, Sequence
 
 import jax.numpy as jnp
 
 from glomo_jax.downstream.batches import batch_order, host_rows
-from glomo_jax.downstream.scores import classification_sums, mean_loss, summed_accuracy
+from glomo_jax.downstream.scores import (ScoreGroup, classification_sums, group_accuracy,
+                                         group_membership, group_sums, mean_loss,
+                                         summed_accuracy)
 from glomo_jax.downstream.task import DownstreamTask
 from glomo_jax.tasks.batching import make_batch
 from glomo_jax.tasks.config import TransferConfig
@@ -38,11 +40,14 @@ class ClassificationTask(DownstreamTask):
     config: the run's TransferConfig (optim, max_words, length_multiple,
       bucket_batches, seed, mesh_data, compile_fast).
     graphs: the word graphs of every split; required iff the model reads graphs.
+    groups: subsets of a split's examples scored apart (`ScoreGroup`, by the
+      split's `info`), e.g. the verb-number task's attractor counts.
   """
   log_metrics = ("loss", "accuracy")
 
   def __init__(self, model, data: TaskData, vocab: Vocabulary, config: TransferConfig,
-               graphs: TaskGraphs | None = None):  # or OnTheFlyGraphs, ArcGraphs
+               graphs: TaskGraphs | None = None,  # or OnTheFlyGraphs, ArcGraphs
+               groups: Sequence[ScoreGroup] = ()):
     reads_graphs = getattr(model, "variant", "baseline") in ("embeddings", "rnn")
     if reads_graphs and graphs is None:
       raise ValueError(f"model variant {model.variant!r} reads predictor graphs: "
@@ -53,19 +58,25 @@ class ClassificationTask(DownstreamTask):
     self.graphs = graphs if reads_graphs else None
     self.fields = data.text_fields
     self.held_out = data.eval_splits
+    self.groups = tuple(groups)
     super().__init__(config, data.splits["train"],
                      functools.partial(self.device_batch, "train",
                                        batch_size=config.optim.batch_size),
                      bucket_batches=config.bucket_batches)
 
   # ---- batches ----------------------------------------------------------------
-  def device_batch(self, split: str, indices, batch_size: int | None = None) -> dict:
+  def device_batch(self, split: str, indices, batch_size: int | None = None,
+                   groups: bool = False) -> dict:
     """This process's rows of the padded batch of `indices` of `split`:
     {f: int32 [b, W_f], f_mask: bool, (f_graphs: float32 [b, 2L, K, W_f, W_f]),
-    label: int32 [b], weight: float32 [b] (0 for padding rows)}."""
+    label: int32 [b], weight: float32 [b] (0 for padding rows), and with
+    `groups` 'groups': float32 [b, G], 1 where the row is in the task's group g}."""
     c = self.config
-    batch = make_batch(self.data.splits[split], indices, self.vocab, max_words=c.max_words,
+    data = self.data.splits[split]
+    batch = make_batch(data, indices, self.vocab, max_words=c.max_words,
                        length_multiple=c.length_multiple, batch_size=batch_size)
+    if groups:
+      batch["groups"] = group_membership(self.groups, data.info, batch["index"])
     batch = host_rows(batch, *self.process)
     index = batch.pop("index")
     if self.graphs is not None:
@@ -84,9 +95,12 @@ class ClassificationTask(DownstreamTask):
     return self.model.init({"params": rng}, **inputs, train=False)
 
   def _sums(self, params, batch: dict, train: bool, rngs=None) -> dict:
-    inputs = {k: v for k, v in batch.items() if k not in ("label", "weight")}
+    inputs = {k: v for k, v in batch.items() if k not in ("label", "weight", "groups")}
     logits = self.model.apply({"params": params}, **inputs, train=train, rngs=rngs)
-    return classification_sums(logits, batch["label"], batch["weight"])
+    sums = classification_sums(logits, batch["label"], batch["weight"])
+    if "groups" in batch:
+      sums.update(group_sums(logits, batch["label"], batch["weight"], batch["groups"]))
+    return sums
 
   def loss(self, variables, batch, rngs):
     loss, metrics = mean_loss(self._sums(variables["params"], batch, True, rngs))
@@ -97,10 +111,17 @@ class ClassificationTask(DownstreamTask):
     return self._sums(variables["params"], batch, False)
 
   def evaluate(self, split: str, run_eval: RunEval) -> dict[str, Any]:
-    """Accuracy and mean loss over every example of `split` (each once)."""
-    return summed_accuracy((self.device_batch(split, indices, self.eval_batch_size)
-                            for indices in batch_order(self.data.splits[split],
-                                                       self.eval_batch_size)), run_eval)
+    """Accuracy and mean loss over every example of `split` (each once), and
+    each score group's accuracy ('accuracy/<group>') and size
+    ('examples/<group>'), for the groups with examples in the split."""
+    grouped = bool(self.groups) and self.data.splits[split].info is not None
+    sums = {}
+    batches = (self.device_batch(split, indices, self.eval_batch_size, grouped)
+               for indices in batch_order(self.data.splits[split], self.eval_batch_size))
+    metrics = summed_accuracy(batches, run_eval, sums)
+    if grouped:
+      metrics.update(group_accuracy(self.groups, sums))
+    return metrics
 
   def curve(self, entry: dict) -> dict:
     return {"step": entry["step"], "train_loss": entry["train"].get("loss"),

@@ -13,11 +13,13 @@ import dataclasses
 from glomo_jax.downstream.config import DownstreamConfig
 from glomo_jax.downstream.options import TfdsOptions
 from glomo_jax.tasks.datasets import TASKS
+from glomo_jax.tasks.verb_number import EVAL_SPLITS as VERB_NUMBER_SPLITS, ORACLE_ARCS
 from glomo_jax.transfer.options import TRANSFER_MOVED_FIELDS, TransferOptions
 
 # Each task's evaluation splits (reported as results, besides validation).
 EVAL_SPLITS = {name: spec.eval_splits for name, spec in TASKS.items()}
 EVAL_SPLITS["agreement"] = ("test",)
+EVAL_SPLITS["verb_number"] = VERB_NUMBER_SPLITS
 SOURCES = ("files", "tfds", "synthetic")
 GRAPH_SOURCES = ("predictor", "arcs")
 
@@ -26,12 +28,13 @@ GRAPH_SOURCES = ("predictor", "arcs")
 class TaskFiles:
   """Data files (source='files'; JSON lines, or TSV for sst2): 'train' is
   required, 'validation' replaces the carved split, the others are
-  evaluation splits."""
+  evaluation splits ('gold': the verb-number task's gold-parsed set)."""
   train: str | None = None
   validation: str | None = None
   test: str | None = None
   matched: str | None = None
   mismatched: str | None = None
+  gold: str | None = None
 
 
 @dataclasses.dataclass(frozen=True)
@@ -81,7 +84,8 @@ class TransferConfig(DownstreamConfig):
   optim, seed, data_seed, mesh_data, compile_fast).
 
   Attributes:
-    task: 'imdb', 'sst2', 'mnli', 'snli' or 'agreement'.
+    task: 'imdb', 'sst2', 'mnli', 'snli', 'agreement' or 'verb_number'
+      (`tasks.verb_number`: JSON lines; splits train, test, gold).
     source: 'files' (JSON lines; TSV for sst2), 'tfds' or 'synthetic' (task
       'agreement').
     files, tfds, synthetic: each source's settings.
@@ -107,8 +111,12 @@ class TransferConfig(DownstreamConfig):
       graphs; `transfer.align_graphs`).
     graph_source: 'predictor' (the export's graphs) or 'arcs': the known
       dependency arcs as graphs (`tasks.graphs.ArcGraphs`; the agreement
-      task only), what a perfect predictor would give; L from
+      and verb_number tasks), what a perfect predictor would give; L from
       model.transfer.num_layers (default 3), one head.
+    oracle_arcs: verb_number's arcs with graph_source='arcs': 'subject' (the
+      row before the verb → the gold subject) or 'tree' (the gold tree).
+    lowercase: verb_number: the classifier reads the words lower-cased (the
+      predictor always reads them as written).
     graph_text: what the predictor reads: 'raw', each text as written (its
       pieces go to the task's words by characters), or 'words', the task's
       lower-cased, PTB-split words joined by spaces.
@@ -135,6 +143,8 @@ class TransferConfig(DownstreamConfig):
   graph_self_loops: bool = False
   graph_source: str = "predictor"
   graph_text: str = "raw"
+  oracle_arcs: str = "subject"
+  lowercase: bool = True
 
   def check(self) -> None:
     """Raises ValueError naming what cannot work, and how to fix it."""
@@ -171,9 +181,14 @@ class TransferConfig(DownstreamConfig):
                        f"{list(GRAPH_SOURCES)}")
     if self.graph_text not in ("raw", "words"):
       raise ValueError(f"unknown graph_text {self.graph_text!r}: 'raw' or 'words'")
-    if self.graph_source == "arcs" and self.source != "synthetic":
+    if self.graph_source == "arcs" and self.task not in ("agreement", "verb_number"):
       raise ValueError("graph_source='arcs' needs known arcs: only the agreement task "
-                       "(source='synthetic') has them")
+                       "(source='synthetic') and verb_number (gold parses) have them")
+    if self.oracle_arcs not in ORACLE_ARCS:
+      raise ValueError(f"unknown oracle_arcs {self.oracle_arcs!r}: one of {list(ORACLE_ARCS)}")
+    if self.task == "verb_number" and self.source != "files":
+      raise ValueError("task 'verb_number' reads JSON-lines files (source='files'; "
+                       "experiments.verb_number_data builds them)")
     if self.reads_graphs and self.graph_source == "predictor":
       self.check_predictor()
       if not self.max_words:

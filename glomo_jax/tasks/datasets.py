@@ -16,7 +16,7 @@ Two sources, the same result (a `TaskData` of tokenized `Split`s):
   ``"-"`` / -1 are dropped); other keys are ignored. Or a TSV file (a name
   ending ``.tsv`` before the compression suffix) whose header names the
   columns, split on tabs: GLUE's SST-2 ``sentence<TAB>label``. These are the
-  layouts of /work/shared/data/{imdb,sst2,mnli,snli}.
+  layouts of the public releases of IMDB (JSON lines), GLUE and the NLI sets.
 
 Splits of a `TaskData`: ``train``; ``validation`` (for early stopping:
 carved from train, a seeded, disjoint random ``val_fraction`` of it, unless a
@@ -97,12 +97,15 @@ class Split:
       N int32 arrays [n, 2]}, each word's [start, end) characters in it; what
       the graph predictor reads (None when the words were not split from a
       text by `tokenize`).
+    info: {name: int [N]} of per-example facts that scores are split by
+      (the verb-number task's 'attractors' and 'distance'; -1: unknown), or None.
   """
   texts: dict[str, list[list[str]]]
   labels: np.ndarray
   arcs: dict[str, list[np.ndarray]] | None = None
   raw: dict[str, list[str]] | None = None
   spans: dict[str, list[np.ndarray]] | None = None
+  info: dict[str, np.ndarray] | None = None
 
   def __post_init__(self):
     self.labels = np.asarray(self.labels, np.int32).reshape(-1)
@@ -120,8 +123,10 @@ class Split:
     def pick(fields):
       return None if fields is None else {
           f: [rows[i] for i in indices] for f, rows in fields.items()}
+    info = None if self.info is None else {
+        k: np.asarray(v)[np.asarray(indices, np.int64)] for k, v in self.info.items()}
     return Split(pick(self.texts), self.labels[indices] if indices else self.labels[:0],
-                 pick(self.arcs), pick(self.raw), pick(self.spans))
+                 pick(self.arcs), pick(self.raw), pick(self.spans), info)
 
   def lengths(self, field: str) -> np.ndarray:
     """Words per example of `field`, int64 [N]."""

@@ -147,7 +147,8 @@ class ArcGraphs:
   an arc in a direction have an empty row there.
 
   Args:
-    data: a TaskData whose splits carry `arcs` (the agreement task).
+    data: a TaskData whose splits carry `arcs` (the agreement task; the
+      verb-number task's gold subject arc or tree, `tasks.verb_number`).
     num_layers, num_heads: the [2L, K] of the graphs.
   """
 
@@ -155,7 +156,8 @@ class ArcGraphs:
     missing = [n for n, s in data.splits.items() if s.arcs is None]
     if missing:
       raise ValueError(f"graphs from arcs need known arcs; splits {missing} of task "
-                       f"{data.task!r} have none (only the built-in language has them)")
+                       f"{data.task!r} have none (the built-in language has them, and "
+                       "verb_number read with an oracle_arcs from gold parses)")
     self.arcs = {n: s.arcs for n, s in data.splits.items()}
     self.num_layers = num_layers
     self.graph_prefix = (2 * num_layers, num_heads)

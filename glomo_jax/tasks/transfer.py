@@ -38,6 +38,7 @@ from glomo_jax.tasks.glove import embedding_matrix
 from glomo_jax.tasks.graphs import ArcGraphs, TaskGraphs
 from glomo_jax.tasks.layers import embedding_initializer
 from glomo_jax.tasks.text_classifier import TextClassifier
+from glomo_jax.tasks.verb_number import SCORE_GROUPS, load_number_task
 from glomo_jax.train.workdir import holding_workdir
 
 logger = logging.getLogger("glomo_jax.tasks")
@@ -50,12 +51,15 @@ def load_task_data(config: TransferConfig) -> TaskData:
     return load_agreement_task(
         syn.train, syn.validation, syn.test, seed=config.data_seed,
         synthetic=SyntheticConfig(num_documents=syn.num_documents, seed=syn.seed))
-  subsets = dict(val_fraction=config.val_fraction, test_fraction=config.test_fraction,
-                 seed=config.data_seed,
+  subsets = dict(val_fraction=config.val_fraction, seed=config.data_seed,
                  max_train_examples=config.max_train_examples,
                  max_eval_examples=config.max_eval_examples)
+  files = {n: p for n, p in dataclasses.asdict(config.files).items() if p}
+  if config.task == "verb_number":
+    oracle = config.oracle_arcs if config.reads_graphs and config.graph_source == "arcs" else None
+    return load_number_task(files, lowercase=config.lowercase, oracle=oracle, **subsets)
+  subsets["test_fraction"] = config.test_fraction
   if config.source == "files":
-    files = {n: p for n, p in dataclasses.asdict(config.files).items() if p}
     return load_task(config.task, "files", files=files, **subsets)
   t = config.tfds
   return load_task(config.task, "tfds", validation=t.validation, data_dir=t.data_dir,
@@ -125,11 +129,13 @@ def run_transfer(config: TransferConfig, workdir: str, *, devices=None,
                 predictor.config.num_heads, root, time.time() - t0)
     graph_layers = predictor.config.num_graph_layers
 
+  groups = SCORE_GROUPS if config.task == "verb_number" else ()
   task = ClassificationTask(build_model(config, data, len(vocab), table, graph_layers), data,
-                            vocab, config, graphs)
+                            vocab, config, graphs, groups)
   return train_and_report(
       task, workdir, lambda summary: {
           **scores(config, summary["results"]),
+          **group_scores(summary.get("held_out_metrics", {})),
           "examples": {n: len(s) for n, s in data.splits.items()},
           "vocabulary": len(vocab), "glove": str(coverage)},
       start=start, predictor=predictor, devices=devices,
@@ -162,3 +168,15 @@ def scores(config: TransferConfig, results_of_splits: dict) -> dict:
   if notes:
     results["note"] = "; ".join(notes)
   return results
+
+
+def group_scores(held_out_metrics: dict) -> dict:
+  """{'groups': {split: {group: {'accuracy', 'examples'}}}} of the held-out
+  splits scored by group (the verb-number task); {} for none."""
+  groups = {}
+  for split, metrics in held_out_metrics.items():
+    names = [k.partition("/")[2] for k in metrics if k.startswith("accuracy/")]
+    if names:
+      groups[split] = {n: {"accuracy": metrics[f"accuracy/{n}"],
+                           "examples": int(metrics[f"examples/{n}"])} for n in names}
+  return {"groups": groups} if groups else {}
