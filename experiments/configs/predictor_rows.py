@@ -14,7 +14,7 @@ after it.
 
 # The authors' graphs: no distance prior, whatever the base preset's.
 AUTHORS_GRAPHS = {"model.distance_prior": 0, "model.distance_prior_init": 0.0}
-# The authors' optimiser (DESIGN.md §2): SGD lr 8, momentum 0.2, global-norm clip 0.25,
+# The authors' optimiser (docs/design.md §6): SGD lr 8, momentum 0.2, global-norm clip 0.25,
 # and their graphs (no distance prior), whatever the base preset's.
 AUTHORS_SGD = {"optimizer": "sgd", "learning_rate": 8.0, "momentum": 0.2, "clip_norm": 0.25,
                **AUTHORS_GRAPHS}

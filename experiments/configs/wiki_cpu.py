@@ -10,7 +10,7 @@ The corpus is any glob of plain text, WikiText-layout or JSON-lines files
 not pointed at. A 8k-piece SentencePiece model is trained on 5M characters
 of it. `:tiny` is a one-minute smoke run of the same pipeline.
 
-Optimiser: the authors' (DESIGN.md §2): SGD lr 8, momentum 0.2, global-norm
+Optimiser: the authors' (docs/design.md §6): SGD lr 8, momentum 0.2, global-norm
 clip 0.25. Graphs: the authors' predictor with a learned prior over
 distances in the graph normalisation, starting at 1/d
 (`ModelConfig.distance_prior`; not in the paper): at the same budget its
