@@ -102,6 +102,14 @@ def run_commands(todo: list[tuple[list[str], str]], parallel: int, pin: bool = T
     raise SystemExit(f"{len(failed)} run(s) failed; see log.txt in {failed}")
 
 
+def write_table(root: str, text: str) -> None:
+  """Writes ROOT/table.md and prints it."""
+  os.makedirs(root, exist_ok=True)
+  with open(os.path.join(root, "table.md"), "w", encoding="utf-8") as f:
+    f.write(text)
+  print(text)
+
+
 def finished_results(root: str, variant: str) -> list[dict]:
   """The results.json of every finished run ROOT/VARIANT_sSEED, by name."""
   found = []

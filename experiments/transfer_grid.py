@@ -27,12 +27,10 @@ wall time, and the command of that row.
 """
 from __future__ import annotations
 
-import os
-
 from absl import flags
 
 from experiments import cli
-from experiments.grid import run_grid, table
+from experiments.grid import run_grid, table, write_table
 
 _ENTRY = flags.DEFINE_enum("entry", "transfer", ["transfer", "squad", "cifar"],
                            "experiments.transfer (IMDB, NLI, agreement), experiments.squad "
@@ -55,10 +53,7 @@ def main(argv):
     run_grid(_CONFIG.value, root, _VARIANTS.value, _SEEDS.value, _PARALLEL.value, extra,
              _ENTRY.value, pin=_PIN.value)
   text = table(_CONFIG.value, root, _VARIANTS.value, extra, _ENTRY.value)
-  os.makedirs(root, exist_ok=True)
-  with open(os.path.join(root, "table.md"), "w", encoding="utf-8") as f:
-    f.write(text)
-  print(text)
+  write_table(root, text)
 
 
 if __name__ == "__main__":

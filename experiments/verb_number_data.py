@@ -13,6 +13,9 @@ Writes under --out (gzip JSON lines):
   4–8 of the local Wikipedia: the pretraining presets read parts 1–3.
 * ud_train.jsonl.gz, ud_dev.jsonl.gz, ud_all.jsonl.gz (train + dev): gold
   examples of the treebank (subject, attractors, tree);
+* ud_fit.jsonl.gz, ud_heldout.jsonl.gz: the gold instances of train's first
+  `fit_fraction` of sentences, and of the rest of train plus dev: an oracle
+  experiment with more held-out attractor instances than dev alone has;
 * summary.json: counts, the attractor and distance profile of each gold set,
   and the rule's label accuracy against the treebank's gold subjects.
 Rerunning rewrites the files (each written atomically).
@@ -41,6 +44,8 @@ _HAVE = flags.DEFINE_bool("have_forms", True, "Also has / have (as well as is / 
                           "were).")
 _MAX_WORDS = flags.DEFINE_integer("max_words", 50, "Skip sentences of more tokens.")
 _SEED = flags.DEFINE_integer("seed", 0, "Seed of the verb drawn in each sentence.")
+_FIT = flags.DEFINE_float("fit_fraction", 2 / 3, "Share of the treebank's train sentences "
+                          "in ud_fit (the rest, and dev, in ud_heldout).")
 flags.mark_flags_as_required(["out"])
 
 
@@ -91,20 +96,24 @@ def treebank_sets(summary: dict) -> None:
   from glomo_jax.eval.conllu import read_conllu  # noqa: PLC0415
   from glomo_jax.tasks.verb_number_sources import (rule_accuracy,  # noqa: PLC0415
                                                    treebank_examples)
-  every = []
+  every, fit, heldout = [], [], []
   for name, path in (("train", _CONLLU_TRAIN.value), ("dev", _CONLLU_DEV.value)):
     if not path:
       continue
     sentences = list(read_conllu(path))
     examples = list(treebank_examples(sentences))
     every += examples
+    cut = int(len(sentences) * _FIT.value) if name == "train" else 0
+    fit += list(treebank_examples(sentences[:cut]))
+    heldout += list(treebank_examples(sentences[cut:]))
     write_jsonl(os.path.join(_OUT.value, f"ud_{name}.jsonl.gz"), examples)
     summary[f"ud_{name}"] = profile(examples)
     summary[f"rule_accuracy_{name}"] = {
         "be": rule_accuracy(sentences), "be_and_have": rule_accuracy(sentences, True)}
-  if every:
-    write_jsonl(os.path.join(_OUT.value, "ud_all.jsonl.gz"), every)
-    summary["ud_all"] = profile(every)
+  for name, examples in (("all", every), ("fit", fit), ("heldout", heldout)):
+    if examples:
+      write_jsonl(os.path.join(_OUT.value, f"ud_{name}.jsonl.gz"), examples)
+      summary[f"ud_{name}"] = profile(examples)
 
 
 def main(argv):

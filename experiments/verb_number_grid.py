@@ -34,7 +34,7 @@ import statistics
 from absl import flags
 
 from experiments import cli
-from experiments.grid import finished_results, run_commands, run_command
+from experiments.grid import finished_results, run_command, run_commands, write_table
 
 ROWS = {
     "baseline": ("baseline", []),
@@ -99,7 +99,7 @@ def table(root: str, names) -> str:
     lines.append(f"| {name} | {len(found)} | " + " | ".join(cells) + " |")
   for other in ("baseline", "uniform"):
     for name in rows:
-      if name != other and rows[name] and rows.get(other):
+      if name not in ("baseline", other) and rows[name] and rows.get(other):
         lines.append(f"| {name} − {other} (paired) | | "
                      + " | ".join(paired(rows, name, other, p) for _, p in shown) + " |")
   n = {r["seed"] for found in rows.values() for r in found}
@@ -127,10 +127,7 @@ def main(argv):
                                  extra + args + cache), workdir))
     run_commands(todo, _PARALLEL.value)
   text = table(root, _ROWS.value)
-  os.makedirs(root, exist_ok=True)
-  with open(os.path.join(root, "table.md"), "w", encoding="utf-8") as f:
-    f.write(text)
-  print(text)
+  write_table(root, text)
 
 
 if __name__ == "__main__":

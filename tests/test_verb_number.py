@@ -278,3 +278,25 @@ def test_grid_table_pairs_rows_by_seed(tmp_path):
   # paired differences 10, 20, 15: mean 15, standard error 5 / √3
   assert lines[4] == "| subject_arc − baseline (paired) | | +0.00 ± 0.00 | +15.00 ± 2.89 | +7.50 ± 1.44 |"
   assert "attractors_1+ 7" in text and "glomo" not in text
+
+
+def test_data_command_writes_every_set(tmp_path):
+  import subprocess  # noqa: PLC0415
+  corpus = tmp_path / "wiki.jsonl"
+  corpus.write_text("".join(json.dumps({"text": t}) + "\n" for t in [
+      "The dogs near the house are loud. It was late.", "Her sons have gone.",
+      "The keys were lost. There is no way.", "A cat is here."]), encoding="utf-8")
+  conllu = tmp_path / "tb.conllu"
+  conllu.write_text(conllu_text(), encoding="utf-8")
+  out = tmp_path / "out"
+  subprocess.run([sys.executable, "-m", "experiments.verb_number_data", f"--corpus={corpus}",
+                  f"--conllu_train={conllu}", f"--conllu_dev={conllu}", f"--out={out}",
+                  "--test_every=2", "--fit_fraction=0.5"], cwd=REPO, check=True,
+                 capture_output=True)
+  summary = json.loads((out / "summary.json").read_text())
+  # documents 2 and 4 held out; one verb a sentence
+  assert (summary["wiki_train"]["examples"], summary["wiki_test"]["examples"]) == (3, 2)
+  assert summary["ud_train"]["examples"] == 2 and summary["ud_all"]["examples"] == 4
+  assert summary["ud_fit"]["examples"] + summary["ud_heldout"]["examples"] == 4
+  assert summary["rule_accuracy_dev"]["be"]["accuracy"] == 1.0
+  assert len(read_number_split(str(out / "ud_all.jsonl.gz"), oracle="tree")) == 4
