@@ -77,6 +77,7 @@ def text_sets(summary: dict) -> None:
   rng = np.random.default_rng(_SEED.value)
   sets = {"train": [], "test": []}
   limits = {"train": _MAX_TRAIN.value, "test": _MAX_TEST.value}
+  number = -1
   for number, text in enumerate(iter_documents(spec)):
     name = "test" if number % _TEST_EVERY.value == _TEST_EVERY.value - 1 else "train"
     if len(sets[name]) < limits[name]:

@@ -137,6 +137,20 @@ def test_reader_reads_only_the_words_before_the_verb(tmp_path):
   assert cased.texts["text"][0][1] == "Keys" and cased.arcs is None
 
 
+def test_a_long_prefix_keeps_the_words_nearest_the_verb(tmp_path):
+  path = write_examples(tmp_path / "long.jsonl.gz", [KEYS])
+  cut = read_number_split(path, oracle="tree", max_words=3)
+  assert cut.texts["text"][0] == ["to", "the", "cabinet"]
+  assert sorted(map(tuple, cut.arcs["text"][0].tolist())) == [(2, 0), (2, 1)]   # shifted
+  assert cut.info["distance"].tolist() == [4]                # the subject's, though cut off
+  subject = read_number_split(path, oracle="subject", max_words=4)
+  assert subject.arcs["text"][0].tolist() == [[3, 0]]        # keys is now word 0
+  assert read_number_split(path, oracle="subject", max_words=3).arcs["text"][0].size == 0
+  with pytest.raises(InputError, match="none its own word's index"):
+    read_number_split(write_examples(tmp_path / "self.jsonl.gz",
+                                     [dict(KEYS, heads=[0] + KEYS["heads"][1:])]))
+
+
 def test_oracle_graphs(tmp_path):
   files = {"train": write_examples(tmp_path / "t.jsonl.gz", [KEYS, dict(KEYS, subject=4)])}
   data = load_number_task(files, oracle="subject", val_fraction=0.0)
@@ -300,3 +314,11 @@ def test_data_command_writes_every_set(tmp_path):
   assert summary["ud_fit"]["examples"] + summary["ud_heldout"]["examples"] == 4
   assert summary["rule_accuracy_dev"]["be"]["accuracy"] == 1.0
   assert len(read_number_split(str(out / "ud_all.jsonl.gz"), oracle="tree")) == 4
+
+
+def test_config_refuses_a_carved_test_split():
+  from glomo_jax.tasks.config import TaskFiles  # noqa: PLC0415
+  config = TransferConfig(task="verb_number", source="files", files=TaskFiles(train="x"),
+                          test_fraction=0.1)
+  with pytest.raises(ValueError, match="carves no test split"):
+    config.check()

@@ -35,11 +35,13 @@ from glomo_jax.transfer.unit_graphs import unit_graphs
 GROUPS = ("distance 2+", "attractors 0", "attractors 1+")
 
 
-def instances(sentences: Sequence[Sentence]) -> list[dict]:
-  """Gold instances with the nearest noun before the verb ('noun', −1: none)."""
+def instances(sentences: Sequence[Sentence], max_words: int = 128) -> list[dict]:
+  """Gold instances with the nearest noun before the verb ('noun', −1: none),
+  of verbs at most `max_words` words into their sentence (`forward_rows`'
+  width)."""
   out = []
   for sentence in sentences:
-    for verb in range(len(sentence)):
+    for verb in range(min(len(sentence), max_words + 1)):
       example = gold_example(sentence, verb)
       if example is not None:
         nouns = [w for w in range(verb) if sentence.upos[w] in NOUNS]
@@ -57,9 +59,13 @@ def _prefix(example: dict) -> tuple[str, np.ndarray]:
 def forward_rows(predictor, examples: Sequence[dict], batch_size: int = 32,
                  max_words: int = 128) -> list[np.ndarray]:
   """Per example, the forward graphs' row before the verb: [L, K, verb]
-  (sources 0 … verb − 1 of the prefix)."""
+  (sources 0 … verb − 1 of the prefix). Verbs past `max_words` are refused
+  (`instances` leaves them out); a row whose pieces the predictor's length
+  cut is empty (scored as a miss)."""
   tokenizer = predictor.tokenizer
   layers = predictor.config.num_graph_layers
+  if any(ex["verb"] > max_words for ex in examples):
+    raise ValueError(f"a verb past word {max_words}: leave such instances out (`instances`)")
   rows = []
   for start in range(0, len(examples), batch_size):
     batch = examples[start:start + batch_size]

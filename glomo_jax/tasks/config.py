@@ -186,9 +186,10 @@ class TransferConfig(DownstreamConfig):
                        "(source='synthetic') and verb_number (gold parses) have them")
     if self.oracle_arcs not in ORACLE_ARCS:
       raise ValueError(f"unknown oracle_arcs {self.oracle_arcs!r}: one of {list(ORACLE_ARCS)}")
-    if self.task == "verb_number" and self.source != "files":
+    if self.task == "verb_number" and (self.source != "files" or self.test_fraction):
       raise ValueError("task 'verb_number' reads JSON-lines files (source='files'; "
-                       "experiments.verb_number_data builds them)")
+                       "experiments.verb_number_data builds them) and carves no test split "
+                       "(test_fraction=0; files.test is held-out text)")
     if self.reads_graphs and self.graph_source == "predictor":
       self.check_predictor()
       if not self.max_words:

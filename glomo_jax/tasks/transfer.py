@@ -57,7 +57,8 @@ def load_task_data(config: TransferConfig) -> TaskData:
   files = {n: p for n, p in dataclasses.asdict(config.files).items() if p}
   if config.task == "verb_number":
     oracle = config.oracle_arcs if config.reads_graphs and config.graph_source == "arcs" else None
-    return load_number_task(files, lowercase=config.lowercase, oracle=oracle, **subsets)
+    return load_number_task(files, lowercase=config.lowercase, oracle=oracle,
+                            max_words=config.max_words, **subsets)
   subsets["test_fraction"] = config.test_fraction
   if config.source == "files":
     return load_task(config.task, "files", files=files, **subsets)

@@ -9,7 +9,7 @@ One example is one JSON object per line (plain, .gz or .xz):
 
   {"words": ["The", "keys", "to", "the", "cabinet", "are", "here", "."],
    "verb": 5, "label": "plural",
-   "subject": 1, "attractors": 1, "heads": [1, 5, 4, 4, 1, -1, 5, 5]}
+   "subject": 1, "attractors": 1, "heads": [1, 6, 4, 4, 1, 6, -1, 6]}
 
 * ``words``: the sentence's words as written (tokenized: punctuation split);
 * ``verb``: the 0-based index of the target verb (≥ 1: at least one word
@@ -20,7 +20,9 @@ One example is one JSON object per line (plain, .gz or .xz):
   ``heads`` (the gold tree: each word's head index, −1 for the root).
 
 Only ``words[:verb]`` is read (by the classifier and by the graph
-predictor): the verb and what follows would give the label away. The
+predictor): the verb and what follows would give the label away; a prefix
+longer than the config's `max_words` keeps its last words, those nearest
+the verb. The
 classifier reads the words lower-cased when `lowercase` (GloVe and most
 external agreement sets are uncased); the predictor reads them as written,
 joined by spaces (`Split.raw`, what it saw in pretraining). Any external
@@ -83,10 +85,13 @@ def _int(record: dict, key: str, low: int, high: int | None = None) -> int:
   return value
 
 
-def parse_example(record: dict, oracle: str | None = None) -> dict:
-  """One checked example: {'words' (the prefix as written), 'label',
-  'subject', 'attractors', 'distance' (−1 where not given), 'arcs' (int32
-  [n, 2] of `oracle`, or None)}.
+def parse_example(record: dict, oracle: str | None = None, max_words: int | None = None
+                  ) -> dict:
+  """One checked example: {'words' (the prefix as written: its last
+  `max_words` words when longer, those nearest the verb), 'label',
+  'subject' (an index into 'words'; −1 where not given or cut off),
+  'attractors', 'distance' (−1 where not given), 'arcs' (int32 [n, 2] of
+  `oracle` among the kept words, or None)}.
 
   Raises:
     ValueError: a missing or mistyped field, an index outside the sentence,
@@ -109,8 +114,9 @@ def parse_example(record: dict, oracle: str | None = None) -> dict:
   if heads is not None:
     if (not isinstance(heads, list) or len(heads) != len(words)
         or not all(isinstance(h, int) and not isinstance(h, bool) and -1 <= h < len(words)
-                   for h in heads)):
-      raise ValueError(f"'heads' must be {len(words)} integers in [-1, {len(words)})")
+                   and h != i for i, h in enumerate(heads))):
+      raise ValueError(f"'heads' must be {len(words)} integers in [-1, {len(words)}), "
+                       "none its own word's index")
   arcs = None
   if oracle == "subject":
     if subject < 0:
@@ -122,7 +128,11 @@ def parse_example(record: dict, oracle: str | None = None) -> dict:
     arcs = tree_arcs(np.asarray(heads), verb)
   elif oracle is not None:
     raise ValueError(f"unknown oracle_arcs {oracle!r}: one of {list(ORACLE_ARCS)}")
-  return {"words": words[:verb], "label": label, "subject": subject,
+  start = 0 if max_words is None else max(0, verb - max_words)
+  if arcs is not None and start:
+    arcs = arcs[(arcs >= start).all(axis=1)] - start
+  return {"words": words[start:verb], "label": label,
+          "subject": subject - start if subject >= start else -1,
           "attractors": attractors, "distance": verb - subject if subject >= 0 else -1,
           "arcs": arcs}
 
@@ -149,9 +159,10 @@ def examples_split(examples: Iterable[dict], lowercase: bool = True) -> Split:
                {k: np.asarray(v, np.int64) for k, v in info.items()})
 
 
-def read_number_split(path: str, *, lowercase: bool = True, oracle: str | None = None
-                      ) -> Split:
-  """The examples of a JSON-lines file (module docstring).
+def read_number_split(path: str, *, lowercase: bool = True, oracle: str | None = None,
+                      max_words: int | None = None) -> Split:
+  """The examples of a JSON-lines file (module docstring); each prefix cut
+  to its last `max_words` words (`parse_example`).
 
   Raises:
     InputError: one line naming the file, the line and what is wrong with it;
@@ -160,7 +171,7 @@ def read_number_split(path: str, *, lowercase: bool = True, oracle: str | None =
   examples = []
   for number, record in numbered_jsonl(path):
     try:
-      examples.append(parse_example(record, oracle))
+      examples.append(parse_example(record, oracle, max_words))
     except ValueError as e:
       raise InputError(path, str(e), line=number) from None
   if not examples:
@@ -169,20 +180,23 @@ def read_number_split(path: str, *, lowercase: bool = True, oracle: str | None =
 
 
 def load_number_task(files: Mapping[str, str], *, lowercase: bool = True,
-                     oracle: str | None = None, val_fraction: float = 0.1, seed: int = 0,
+                     oracle: str | None = None, max_words: int | None = None,
+                     val_fraction: float = 0.1, seed: int = 0,
                      max_train_examples: int | None = None,
                      max_eval_examples: int | None = None) -> TaskData:
   """The task's splits: train (files['train'], a seeded `max_train_examples`
   subset after the validation carve), validation (files['validation'], or a
   seeded `val_fraction` of train), and the evaluation splits present in
   `files`: 'test' (held-out text of the training source) and 'gold' (a
-  gold-parsed set, e.g. UD; attractor and distance scores)."""
+  gold-parsed set, e.g. UD; attractor and distance scores). max_words: keep
+  each prefix's last words (the classifier would otherwise keep its first)."""
   if "train" not in files:
     raise ValueError("the verb-number task needs files={'train': path, ...}")
   unknown = sorted(set(files) - {"train", "validation", *EVAL_SPLITS})
   if unknown:
     raise ValueError(f"the verb-number task has no split {unknown}")
-  read = lambda p: read_number_split(p, lowercase=lowercase, oracle=oracle)  # noqa: E731
+  read = lambda p: read_number_split(p, lowercase=lowercase, oracle=oracle,  # noqa: E731
+                                     max_words=max_words)
   splits = {"train": read(files["train"])}
   if "validation" in files:
     splits["validation"] = read(files["validation"])

@@ -23,8 +23,9 @@ Treebank (`treebank_examples`): each is / are / was / were / has / have that
 is finite (VerbForm=Fin) whose gold subject (nsubj or nsubj:pass of the verb,
 or of the predicate it is the aux or cop of) comes before it, has a number
 (`subject_number`: its Number, plural when coordinated by "and"; not a first
-or second person pronoun), and agrees with the verb form's number. Attractors: nouns (NOUN, PROPN) strictly between subject and verb
-whose Number is the other one (not the subject's own conjuncts).
+or second person pronoun), and agrees with the verb form's number.
+Attractors: nouns (NOUN, PROPN) strictly between subject and verb whose
+Number is the other one (not the subject's own conjuncts).
 """
 from __future__ import annotations
 
@@ -164,8 +165,7 @@ def treebank_examples(sentences: Iterable[Sentence]) -> Iterator[dict]:
 
 def rule_accuracy(sentences: Iterable[Sentence], have_forms: bool = False) -> dict:
   """The rule against gold subjects: over the finite target verbs with a
-  gold subject of known number (before the verb, not I / you), how many the
-  rule labels ('kept'), and how many of those it labels as the subject's
+  gold subject of known number (`subject_number`), how many the rule labels ('kept'), and how many of those it labels as the subject's
   number ('correct'); also 'skipped' among the gold-labelled verbs. The
   subject may stand before or after the verb (inversions are where a rule
   can go wrong)."""
