@@ -237,6 +237,7 @@ def test_subject_arc_table_by_hand():
   assert entry["p"]["best head"] == {"head": "fw 1 h0", "weight": 0.6, "top1": 1.0}
   assert entry["p"]["heads"]["fw 1 h1"] == {"weight": 0.2, "top1": 0.0}
   assert entry["p"]["mean of heads"]["weight"] == pytest.approx(0.4)
+  assert type(entry["p"]["mean of heads"]["weight"]) is float   # JSON as a number
   assert entry["p"]["mean of heads"]["top1"] == 1.0
 
 

@@ -127,7 +127,7 @@ def _head_scores(rows: Sequence[np.ndarray], examples: Sequence[dict], best: str
     weight += row[:, :, s]
     top1 += (row.argmax(-1) == s) & (row.max(-1) > 0)
     mean = row.mean(axis=(0, 1))
-    mean_weight += mean[s]
+    mean_weight += float(mean[s])
     mean_top1 += float(mean.argmax() == s and mean.max() > 0)
   n = len(rows)
   per_head = {f"fw {l + 1} h{h}": {"weight": weight[l, h] / n, "top1": top1[l, h] / n}
