@@ -152,3 +152,64 @@ def table(config: str, root: str, variants, extra: list[str], entry: str = "tran
     lines.append("| " + " | ".join(cells) + " |")
   what = "exact match and F1" if entry == "squad" else "accuracy"
   return "\n".join(lines) + f"\n\nIn %: {what}, mean ± sample std over seeds.\n"
+
+
+# ---- the verb-number grid's table (experiments/verb_number_grid.py) ------------
+SCORES = (("validation", ("validation_accuracy",)), ("test", ("test",)),
+          ("gold", ("gold",)), ("gold 0 attr", ("groups", "gold", "attractors_0")),
+          ("gold ≥1 attr", ("groups", "gold", "attractors_1+")),
+          ("gold d 1", ("groups", "gold", "distance_1")),
+          ("gold d 2–3", ("groups", "gold", "distance_2-3")),
+          ("gold d ≥4", ("groups", "gold", "distance_4+")))
+
+
+def score(result: dict, path: tuple[str, ...]) -> float | None:
+  """A result's accuracy in % at `path` (None where the run has none)."""
+  value = result
+  for key in path:
+    value = value.get(key) if isinstance(value, dict) else None
+  if isinstance(value, dict):
+    value = value["accuracy"]
+  return None if value is None else 100 * value
+
+
+def paired(rows: dict, row: str, other: str, path) -> str:
+  """'mean ± standard error' of row − other over the seeds both have."""
+  a = {r["seed"]: score(r, path) for r in rows.get(row, [])}
+  b = {r["seed"]: score(r, path) for r in rows.get(other, [])}
+  diffs = [a[s] - b[s] for s in a if s in b and a[s] is not None and b[s] is not None]
+  if len(diffs) < 2:
+    return "–"
+  return (f"{statistics.fmean(diffs):+.2f} ± "
+          f"{statistics.stdev(diffs) / len(diffs) ** 0.5:.2f}")
+
+
+def paired_table(root: str, names) -> str:
+  """ROOT/table.md of the verb-number grid: per row, each score of `SCORES`
+  (mean ± std over seeds), then each row paired with the baseline and the
+  uniform graph (`paired`)."""
+  rows = {n: finished_results(root, n) for n in names}
+  shown = [(label, path) for label, path in SCORES
+           if any(score(r, path) is not None for found in rows.values() for r in found)]
+  lines = ["| row | seeds | " + " | ".join(label for label, _ in shown) + " |",
+           "|" + "---|" * (len(shown) + 2)]
+  for name, found in rows.items():
+    if not found:
+      continue
+    cells = []
+    for _, path in shown:
+      values = [v for r in found if (v := score(r, path)) is not None]
+      cells.append("–" if not values else f"{statistics.fmean(values):.1f}"
+                   + (f" ± {statistics.stdev(values):.1f}" if len(values) > 1 else ""))
+    lines.append(f"| {name} | {len(found)} | " + " | ".join(cells) + " |")
+  for other in ("baseline", "uniform"):
+    for name in rows:
+      if name not in ("baseline", other) and rows[name] and rows.get(other):
+        lines.append(f"| {name} − {other} (paired) | | "
+                     + " | ".join(paired(rows, name, other, p) for _, p in shown) + " |")
+  n = {r["seed"] for found in rows.values() for r in found}
+  example = next((r for found in rows.values() for r in found), {})
+  counts = example.get("groups", {}).get("gold", {})
+  return ("\n".join(lines) + f"\n\nAccuracy in %, mean ± std over seeds ({len(n)}); paired: "
+          "mean ± standard error of the per-seed difference. Gold items per group: "
+          + ", ".join(f"{k} {v['examples']}" for k, v in counts.items()) + "\n")

@@ -81,14 +81,14 @@ def markdown(rows: list[dict]) -> str:
   return "\n".join(lines)
 
 
-_BATCH = flags.DEFINE_integer("batch_size", 32, "Global windows per step (the paper config's).")
-_BPTT = flags.DEFINE_integer("bptt", 200, "Tokens per window (the paper config's).")
-
-
 def main(argv):
   del argv
-  print(markdown(table(*paper_state(_BATCH.value, _BPTT.value))))
+  print(markdown(table(*paper_state(flags.FLAGS.batch_size, flags.FLAGS.bptt))))
 
 
 if __name__ == "__main__":
+  # defined here, not on import: the tests import this module beside other
+  # entry points whose flags share these names
+  flags.DEFINE_integer("batch_size", 32, "Global windows per step (the paper config's).")
+  flags.DEFINE_integer("bptt", 200, "Tokens per window (the paper config's).")
   app.run(main)

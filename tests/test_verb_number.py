@@ -277,7 +277,7 @@ def test_tiny_runs_report_scores_by_group(tmp_path, tiny_export, variant, graph_
 
 
 def test_grid_table_pairs_rows_by_seed(tmp_path):
-  from experiments import verb_number_grid  # noqa: PLC0415
+  from experiments.grid import paired_table  # noqa: PLC0415
   def write(row, seed, gold, hard):
     (tmp_path / f"{row}_s{seed}").mkdir()
     (tmp_path / f"{row}_s{seed}" / "results.json").write_text(json.dumps(
@@ -286,7 +286,7 @@ def test_grid_table_pairs_rows_by_seed(tmp_path):
   for seed, (base, oracle) in enumerate([(0.80, 0.90), (0.70, 0.90), (0.75, 0.90)]):
     write("baseline", seed, base, base / 2)
     write("subject_arc", seed, oracle, oracle / 2)
-  text = verb_number_grid.table(str(tmp_path), ["baseline", "subject_arc", "glomo"])
+  text = paired_table(str(tmp_path), ["baseline", "subject_arc", "glomo"])
   lines = text.splitlines()
   assert lines[0] == "| row | seeds | validation | gold | gold ≥1 attr |"
   assert lines[2] == "| baseline | 3 | 50.0 ± 0.0 | 75.0 ± 5.0 | 37.5 ± 2.5 |"
