@@ -153,3 +153,17 @@ def check_triton_widths(mode: KernelMode, **widths: int) -> None:
 
 def round_up(n: int, multiple: int) -> int:
   return -(-n // multiple) * multiple
+
+
+def tpu_params(semantics):
+  """Mosaic's compiler parameters for a grid of these dimension semantics
+  ('parallel' / 'arbitrary'); imported when a TPU form is traced."""
+  from jax.experimental.pallas import tpu as pltpu  # noqa: PLC0415
+  return pltpu.CompilerParams(dimension_semantics=semantics)
+
+
+def vmem(shape, dtype):
+  """A VMEM scratch buffer of a TPU form (accumulators across the grid's
+  sequential axis)."""
+  from jax.experimental.pallas import tpu as pltpu  # noqa: PLC0415
+  return pltpu.VMEM(shape, dtype)

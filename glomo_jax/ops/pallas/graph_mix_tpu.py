@@ -23,18 +23,9 @@ import jax.numpy as jnp
 from jax import lax
 from jax.experimental import pallas as pl
 
+from glomo_jax.ops.pallas import tpu_params as _tpu_params, vmem as _vmem
 from glomo_jax.ops.pallas.graph_mix import _acc, _dot, _score_grad, _source_bound, _weights
 from glomo_jax.ops.sparse_graph import EPSILON
-
-
-def _tpu_params(semantics):
-  from jax.experimental.pallas import tpu as pltpu  # noqa: PLC0415
-  return pltpu.CompilerParams(dimension_semantics=semantics)
-
-
-def _vmem(shape, dtype):
-  from jax.experimental.pallas import tpu as pltpu  # noqa: PLC0415
-  return pltpu.VMEM(shape, dtype)
 
 
 def _first_target(plan, j):

@@ -17,15 +17,7 @@ import jax
 import jax.numpy as jnp
 from jax.experimental import pallas as pl
 
-
-def _tpu_params(semantics):
-  from jax.experimental.pallas import tpu as pltpu  # noqa: PLC0415
-  return pltpu.CompilerParams(dimension_semantics=semantics)
-
-
-def _vmem(shape, dtype):
-  from jax.experimental.pallas import tpu as pltpu  # noqa: PLC0415
-  return pltpu.VMEM(shape, dtype)
+from glomo_jax.ops.pallas import tpu_params as _tpu_params, vmem as _vmem
 
 
 def _rows_kernel(h_ref, e_ref, y_ref, *refs, plan, vocab, dim, acc, with_grad, rows_tile,
