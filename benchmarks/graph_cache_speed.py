@@ -108,8 +108,8 @@ def main():
 
 def read_texts(args):
   """(texts, words, word spans) of the first --num records, as the tasks read them."""
-  from glomo_jax.tasks.datasets import read_jsonl  # noqa: PLC0415
-  from glomo_jax.tasks.words import plain_text, tokenize_with_offsets  # noqa: PLC0415
+  from glomo_jax.text.readers import read_jsonl  # noqa: PLC0415
+  from glomo_jax.text.words import plain_text, tokenize_with_offsets  # noqa: PLC0415
   records = [r for _, r in zip(range(args.num), read_jsonl(args.data))]
   texts = [plain_text(str(r[args.field])) for r in records]
   tokenized = [tokenize_with_offsets(t) for t in texts]

@@ -56,7 +56,7 @@ from experiments.configs import mnli as mnli_configs  # noqa: E402
 from glomo_jax.tasks import TransferConfig  # noqa: E402
 from glomo_jax.downstream.batches import batch_order  # noqa: E402
 from glomo_jax.tasks.classification import ClassificationTask  # noqa: E402
-from glomo_jax.tasks.glove import embedding_matrix  # noqa: E402
+from glomo_jax.text.glove import embedding_matrix  # noqa: E402
 from glomo_jax.tasks.transfer import build_model, load_task_data, task_graphs  # noqa: E402
 
 RESULTS = os.path.join(os.path.dirname(os.path.abspath(__file__)), "results",

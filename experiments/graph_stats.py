@@ -44,8 +44,8 @@ def statistics_table(export_dir: str, path: str, field: str, num: int, max_words
   import numpy as np  # noqa: PLC0415
   from glomo_jax.eval.graph_stats import graph_statistics, uniform_reference  # noqa: PLC0415
   from glomo_jax.export import ExportedPixelGraphPredictor, load_graph_predictor  # noqa: PLC0415
-  from glomo_jax.tasks.datasets import read_jsonl  # noqa: PLC0415
-  from glomo_jax.tasks.words import plain_text, tokenize_with_offsets  # noqa: PLC0415
+  from glomo_jax.text.readers import read_jsonl  # noqa: PLC0415
+  from glomo_jax.text.words import plain_text, tokenize_with_offsets  # noqa: PLC0415
   from glomo_jax.transfer.unit_graphs import text_graphs, word_graphs  # noqa: PLC0415
 
   predictor = load_graph_predictor(export_dir)

@@ -5,10 +5,10 @@ r"""GloVe extended to a corpus's words: writes a GloVe text file for the tasks.
       --glove=../shared/data/glove/glove.6B.100d.top2604.txt.gz \
       --output=runs/word_vectors/glove_wiki.100d.txt.gz
 
-Every document is tokenised as the tasks tokenise (`glomo_jax.tasks.words`,
+Every document is tokenised as the tasks tokenise (`glomo_jax.text.words`,
 lower-cased); vectors are learned for the corpus's frequent words (PPMI and
 SVD) and mapped into the GloVe file's space by a linear map fitted on the
-words both have (`glomo_jax.tasks.word_vectors`). The output holds GloVe's
+words both have (`glomo_jax.text.word_vectors`). The output holds GloVe's
 own vectors for GloVe's words and the mapped vectors for the others; pass it
 as ``--config.glove_path``. Prints the corpus, the map's held-out cosine and
 a few nearest neighbours; `--output_json` keeps these figures.
@@ -43,9 +43,9 @@ def main(argv):
   del argv
   from glomo_jax.data.corpus import CorpusSpec, CorpusStats, iter_documents  # noqa: PLC0415
   from glomo_jax.io import write_json  # noqa: PLC0415
-  from glomo_jax.tasks.glove import read_glove, write_glove  # noqa: PLC0415
-  from glomo_jax.tasks.word_vectors import extended_glove, nearest_words  # noqa: PLC0415
-  from glomo_jax.tasks.words import tokenize  # noqa: PLC0415
+  from glomo_jax.text.glove import read_glove, write_glove  # noqa: PLC0415
+  from glomo_jax.text.word_vectors import extended_glove, nearest_words  # noqa: PLC0415
+  from glomo_jax.text.words import tokenize  # noqa: PLC0415
 
   start = time.perf_counter()
   glove, dim = read_glove(_GLOVE.value)

@@ -14,7 +14,7 @@ from glomo_jax.data import synthetic
 from glomo_jax.data.corpus import (CorpusSpec, CorpusStats, file_format_of,
                                    load_documents)
 from glomo_jax.errors import InputError
-from glomo_jax.tasks.datasets import numbered_jsonl
+from glomo_jax.text.readers import numbered_jsonl
 
 SHARED_DATA = pathlib.Path(__file__).resolve().parents[1].parent / "shared" / "data"
 OPENERS = {"": open, ".gz": gzip.open, ".xz": lzma.open, ".bz2": bz2.open}

@@ -27,8 +27,8 @@ from glomo_jax.images.pretraining import ImagePretrainConfig
 from glomo_jax.pretraining import PretrainConfig
 from glomo_jax.squad.config import SquadConfig
 from glomo_jax.squad.data import from_records, read_squad_json
-from glomo_jax.tasks.datasets import TASKS, read_split
-from glomo_jax.tasks.glove import read_glove
+from glomo_jax.text.readers import TASKS, read_split
+from glomo_jax.text.glove import read_glove
 from glomo_jax.tasks.config import TransferConfig
 from test_squad_parts import FACTS, squad_articles
 from test_syntax_alignment import CONLLU

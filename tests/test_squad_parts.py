@@ -16,7 +16,7 @@ from glomo_jax.squad import (Paragraph, SquadReader, best_span, exact_match, f1_
                              squad_scores)
 from glomo_jax.squad.batching import make_squad_batch
 from glomo_jax.squad.data import carve_validation, paragraph_subset
-from glomo_jax.tasks.words import Vocabulary, tokenize, tokenize_with_offsets
+from glomo_jax.text.words import Vocabulary, tokenize, tokenize_with_offsets
 from glomo_jax.transfer.options import TransferOptions
 
 

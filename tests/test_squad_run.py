@@ -20,7 +20,7 @@ from glomo_jax.squad.batching import make_squad_batch
 from glomo_jax.squad.run import squad_graphs
 from glomo_jax.squad.task import PREDICTIONS_FILE
 from glomo_jax.downstream.options import OptimOptions, TfdsOptions
-from glomo_jax.tasks.words import Vocabulary
+from glomo_jax.text.words import Vocabulary
 from glomo_jax.transfer.options import TransferOptions
 from conftest import REPO
 from test_squad_parts import FACTS, squad_articles, tfds_squad_records, write_squad

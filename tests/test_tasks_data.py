@@ -11,8 +11,8 @@ import tensorflow_datasets as tfds
 
 from conftest import SHARED_DATA
 from glomo_jax.downstream import batches as example_batches
-from glomo_jax.tasks import batching, datasets, glove
-from glomo_jax.tasks.words import PAD_ID, UNK_ID, Vocabulary, tokenize
+from glomo_jax.text import batching, glove, readers, splits
+from glomo_jax.text.words import PAD_ID, UNK_ID, Vocabulary, tokenize
 
 GLOVE_TOP = os.path.join(SHARED_DATA, "glove", "glove.6B.100d.top2604.txt.gz")
 
@@ -147,9 +147,9 @@ NLI_RECORDS = [{"premise": f"A man {i} sleeps.", "hypothesis": "Someone rests.",
 def test_a_held_out_test_split_carved_from_train_only_files(tmp_path):
   path = tmp_path / "imdb.jsonl"
   _write_jsonl(path, IMDB_RECORDS)
-  plain = datasets.load_task("imdb", "files", files={"train": str(path)}, val_fraction=0.25,
+  plain = readers.load_task("imdb", "files", files={"train": str(path)}, val_fraction=0.25,
                              seed=1)
-  data = datasets.load_task("imdb", "files", files={"train": str(path)}, val_fraction=0.25,
+  data = readers.load_task("imdb", "files", files={"train": str(path)}, val_fraction=0.25,
                             test_fraction=0.2, seed=1, max_train_examples=10)
   assert list(data.splits) == ["train", "validation", "test"] and data.eval_splits == ("test",)
   assert (len(data["train"]), len(data["validation"]), len(data["test"])) == (10, 5, 3)
@@ -158,15 +158,15 @@ def test_a_held_out_test_split_carved_from_train_only_files(tmp_path):
   assert not keys["train"] & keys["validation"]
   # validation is the same carve as without a test split; the test carve is seeded
   assert keys["validation"] == set(plain["validation"].fingerprint_keys())
-  again = datasets.load_task("imdb", "files", files={"train": str(path)}, val_fraction=0.25,
+  again = readers.load_task("imdb", "files", files={"train": str(path)}, val_fraction=0.25,
                              test_fraction=0.2, seed=1)
   assert set(again["test"].fingerprint_keys()) == keys["test"]
   nli = tmp_path / "mnli.jsonl"
   _write_jsonl(nli, NLI_RECORDS)
-  mnli = datasets.load_task("mnli", "files", files={"train": str(nli)}, test_fraction=0.2)
+  mnli = readers.load_task("mnli", "files", files={"train": str(nli)}, test_fraction=0.2)
   assert mnli.eval_splits == ("matched",)
   with pytest.raises(ValueError, match="but the data has one"):
-    datasets.load_task("imdb", "files", files={"train": str(path), "test": str(path)},
+    readers.load_task("imdb", "files", files={"train": str(path), "test": str(path)},
                        test_fraction=0.2)
 
 
@@ -176,7 +176,7 @@ def test_imdb_from_files_with_a_carved_validation_split(tmp_path, suffix):
   _write_jsonl(path, IMDB_RECORDS)
   test_path = tmp_path / "imdb_test.jsonl"
   _write_jsonl(test_path, IMDB_RECORDS[:4])
-  data = datasets.load_task("imdb", "files", files={"train": str(path),
+  data = readers.load_task("imdb", "files", files={"train": str(path),
                                                     "test": str(test_path)},
                             val_fraction=0.25, seed=1)
   assert list(data.splits) == ["train", "validation", "test"]
@@ -198,42 +198,42 @@ def test_imdb_from_files_with_a_carved_validation_split(tmp_path, suffix):
 def test_raw_text_keeps_case_and_breaks_become_spaces(tmp_path):
   path = tmp_path / "r.jsonl"
   _write_jsonl(path, [{"text": "Don't<br />GO!", "label": 1}])
-  split = datasets.read_split("imdb", "files", str(path))
+  split = readers.read_split("imdb", "files", str(path))
   assert split.texts["text"][0] == ["do", "n't", "go", "!"]
   assert split.raw["text"][0] == "Don't      GO!"
   assert split.spans["text"][0].tolist() == [[0, 2], [2, 5], [11, 13], [13, 14]]
-  custom = datasets.read_split("imdb", "files", str(path), tokenizer=str.split)
+  custom = readers.read_split("imdb", "files", str(path), tokenizer=str.split)
   assert custom.raw is None and custom.spans is None
 
 
 def test_nli_from_files_maps_labels_and_drops_unlabelled(tmp_path):
   path = tmp_path / "mnli.jsonl.xz"
   _write_jsonl(path, NLI_RECORDS)
-  split = datasets.read_split("mnli", "files", str(path))
+  split = readers.read_split("mnli", "files", str(path))
   assert len(split) == 15 and split.labels.tolist()[:4] == [0, 1, 2, 0]
   assert split.texts["premise"][0] == ["a", "man", "0", "sleeps", "."]
   assert split.texts["hypothesis"][0] == ["someone", "rests", "."]
   bad = tmp_path / "bad.jsonl"
   _write_jsonl(bad, [{"premise": "a", "hypothesis": "b", "label": "maybe"}])
   with pytest.raises(ValueError, match="unknown label 'maybe'"):
-    datasets.read_split("snli", "files", str(bad))
+    readers.read_split("snli", "files", str(bad))
   _write_jsonl(bad, [{"premise": "a", "label": 0}])
   with pytest.raises(ValueError, match=r"missing \['hypothesis'\]"):
-    datasets.read_split("snli", "files", str(bad))
+    readers.read_split("snli", "files", str(bad))
 
 
 def test_validation_split_is_disjoint_and_deterministic():
-  split = datasets.Split({"text": [[str(i)] for i in range(101)]}, np.arange(101) % 2)
-  rest, val = datasets.split_validation(split, 0.1, seed=7)
-  rest2, val2 = datasets.split_validation(split, 0.1, seed=7)
-  _, val3 = datasets.split_validation(split, 0.1, seed=8)
+  split = splits.Split({"text": [[str(i)] for i in range(101)]}, np.arange(101) % 2)
+  rest, val = splits.split_validation(split, 0.1, seed=7)
+  rest2, val2 = splits.split_validation(split, 0.1, seed=7)
+  _, val3 = splits.split_validation(split, 0.1, seed=8)
   ids = lambda s: [int(w[0]) for w in s.texts["text"]]  # noqa: E731
   assert len(val) == 10 and len(rest) == 91
   assert ids(val) == ids(val2) and ids(rest) == ids(rest2)
   assert ids(val) != ids(val3)
   assert not set(ids(val)) & set(ids(rest)) and set(ids(val)) | set(ids(rest)) == set(range(101))
   assert ids(val) == sorted(ids(val))  # original order kept
-  assert len(datasets.split_validation(split, 0.0)[1]) == 0
+  assert len(splits.split_validation(split, 0.0)[1]) == 0
 
 
 # --- datasets: TFDS (mock data, offline) ----------------------------------------
@@ -241,7 +241,7 @@ def test_validation_split_is_disjoint_and_deterministic():
 @pytest.mark.parametrize("reader", ["data_source", "tf"])
 def test_imdb_from_tfds_mock(reader):
   with tfds.testing.mock_data(num_examples=12):
-    data = datasets.load_task("imdb", "tfds", val_fraction=0.25, seed=0,
+    data = readers.load_task("imdb", "tfds", val_fraction=0.25, seed=0,
                               tfds_reader=reader)
   assert (len(data["train"]), len(data["validation"]), len(data["test"])) == (9, 3, 12)
   assert all(isinstance(w, str) for ws in data["train"].texts["text"] for w in ws)
@@ -250,9 +250,9 @@ def test_imdb_from_tfds_mock(reader):
 
 def test_mnli_and_snli_from_tfds_mock():
   with tfds.testing.mock_data(num_examples=10):
-    mnli = datasets.load_task("mnli", "tfds", val_fraction=0.2,
+    mnli = readers.load_task("mnli", "tfds", val_fraction=0.2,
                               tfds_reader="data_source")
-    snli = datasets.load_task("snli", "tfds", validation="validation",
+    snli = readers.load_task("snli", "tfds", validation="validation",
                               tfds_reader="data_source", max_train_examples=6)
   assert list(mnli.splits) == ["train", "validation", "matched", "mismatched"]
   assert mnli.eval_splits == ("matched", "mismatched")
@@ -268,7 +268,7 @@ def test_mnli_and_snli_from_tfds_mock():
 def _nli_split():
   premises = [["w"] * n for n in (3, 9, 1, 5, 7, 2, 4)]
   hyps = [["h"] * n for n in (2, 1, 6, 2, 3, 1, 1)]
-  return datasets.Split({"premise": premises, "hypothesis": hyps}, np.arange(7) % 3)
+  return splits.Split({"premise": premises, "hypothesis": hyps}, np.arange(7) % 3)
 
 
 def test_batches_pad_to_the_batch_max_and_cut_at_max_words():
@@ -289,7 +289,7 @@ def test_batches_pad_to_the_batch_max_and_cut_at_max_words():
 
 
 def test_shuffling_is_deterministic_by_seed_and_epoch():
-  split = datasets.Split({"text": [[str(i)] for i in range(50)]}, np.zeros(50))
+  split = splits.Split({"text": [[str(i)] for i in range(50)]}, np.zeros(50))
 
   def order(**kw):
     return np.concatenate(example_batches.batch_order(split, 8, shuffle=True, **kw))
@@ -300,7 +300,7 @@ def test_shuffling_is_deterministic_by_seed_and_epoch():
   assert not np.array_equal(a, order(seed=2, epoch=0))
   dropped = example_batches.batch_order(split, 8, shuffle=True, drop_remainder=True)
   assert len(dropped) == 6 and all(len(b) == 8 for b in dropped)
-  lengths = datasets.Split({"text": [["x"] * (i % 13 + 1) for i in range(64)]},
+  lengths = splits.Split({"text": [["x"] * (i % 13 + 1) for i in range(64)]},
                            np.zeros(64))
   buckets = example_batches.batch_order(lengths, 8, shuffle=True, bucket_batches=4)
   assert sorted(np.concatenate(buckets).tolist()) == list(range(64))
@@ -311,7 +311,7 @@ def test_shuffling_is_deterministic_by_seed_and_epoch():
 
 
 def test_example_batches_resume_exactly_and_split_rows_by_host():
-  split = datasets.Split({"text": [[str(i)] * (i % 5 + 1) for i in range(21)]}, np.arange(21) % 2)
+  split = splits.Split({"text": [[str(i)] * (i % 5 + 1) for i in range(21)]}, np.arange(21) % 2)
 
   def make(indices):
     return {"index": np.asarray(indices)}

@@ -12,7 +12,7 @@ import pytest
 import tensorflow_datasets as tfds
 
 from glomo_jax import tuning
-from glomo_jax.tasks import batching, datasets, layers
+from glomo_jax.text import batching, layers, readers
 from glomo_jax.tasks.esim import ESIM, soft_align
 from glomo_jax.tasks.text_classifier import TextClassifier
 from glomo_jax.transfer.layer import GraphTransfer
@@ -63,7 +63,7 @@ def mock_tasks():
   out = {}
   with tfds.testing.mock_data(num_examples=8):
     for task in ("imdb", "mnli"):
-      data = datasets.load_task(task, "tfds", val_fraction=0.25, tfds_reader="data_source")
+      data = readers.load_task(task, "tfds", val_fraction=0.25, tfds_reader="data_source")
       out[task] = (data, data.build_vocabulary())
   return out
 

@@ -256,7 +256,7 @@ def test_cache_of_raw_texts_equals_text_graphs(predictor, tmp_path):
   """The predictor reads raw texts (case, spacing, punctuation as written);
   its pieces go to the task's words by characters; words after max_words
   are cut with the text after them."""
-  from glomo_jax.tasks.words import tokenize_with_offsets  # noqa: PLC0415
+  from glomo_jax.text.words import tokenize_with_offsets  # noqa: PLC0415
   from glomo_jax.transfer import encode_texts, text_graphs  # noqa: PLC0415
   texts = ["The cat sat on the mat.", "A dog  ran, in the Park!", "Unbelievable things."]
   words, spans = zip(*(tokenize_with_offsets(t) for t in texts))

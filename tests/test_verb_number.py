@@ -25,7 +25,7 @@ from glomo_jax.eval.conllu import read_conllu  # noqa: E402
 from glomo_jax.eval.subject_arcs import forward_rows, instances, score_subject_arcs  # noqa: E402
 from glomo_jax.export.predictor import load_graph_predictor  # noqa: E402
 from glomo_jax.tasks import TransferConfig, run_transfer  # noqa: E402
-from glomo_jax.tasks.datasets import TaskData  # noqa: E402
+from glomo_jax.text.splits import TaskData  # noqa: E402
 from glomo_jax.tasks.graphs import ArcGraphs  # noqa: E402
 from glomo_jax.tasks.verb_number import (NUMBER_LABELS, load_number_task,  # noqa: E402
                                          read_number_split, tree_arcs)

@@ -1,4 +1,4 @@
-"""GloVe extended by corpus vectors (glomo_jax.tasks.word_vectors,
+"""GloVe extended by corpus vectors (glomo_jax.text.word_vectors,
 experiments/word_vectors.py): each step against a hand case or NumPy."""
 from __future__ import annotations
 
@@ -10,8 +10,8 @@ import sys
 import numpy as np
 import pytest
 
-from glomo_jax.tasks.glove import read_glove
-from glomo_jax.tasks.word_vectors import (corpus_vocabulary, cooccurrence_counts,
+from glomo_jax.text.glove import read_glove
+from glomo_jax.text.word_vectors import (corpus_vocabulary, cooccurrence_counts,
                                           extended_glove, fit_linear_map, positive_pmi,
                                           svd_vectors)
 

@@ -1,7 +1,7 @@
 """The one TFDS reader: records of a (shard of a) prepared TFDS split.
 
 Used by the pretraining corpus (`data.corpus`) and the downstream tasks
-(`tasks.datasets`). Two readers: ``data_source`` (`builder.as_data_source`:
+(`text.readers`). Two readers: ``data_source`` (`builder.as_data_source`:
 random access, needs the ArrayRecord file format, no TensorFlow) and ``tf``
 (`builder.as_dataset` + `tfds.as_numpy`: any file format, needs TensorFlow);
 ``auto`` picks ``data_source`` when the prepared dataset is ArrayRecord.

@@ -4,7 +4,7 @@
 deterministically from (seed, epoch); `ExampleBatches` is the loop's
 iterator over a split (`glomo_jax.train.task.Batches`): endless epochs,
 resumable from (epoch, step). A split is anything with a length; bucketing
-by length also needs `texts` and `lengths(field)` (`tasks.datasets.Split`,
+by length also needs `texts` and `lengths(field)` (`text.splits.Split`,
 `squad.data.SquadSplit`). `host_rows` cuts a global batch into this
 process's rows.
 """

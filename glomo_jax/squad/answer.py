@@ -22,7 +22,7 @@ from glomo_jax.squad.config import SquadConfig
 from glomo_jax.squad.data import Paragraph, Question, SquadSplit
 from glomo_jax.squad.run import CHARS_FILE, VOCAB_FILE, build_reader, squad_graphs
 from glomo_jax.squad.spans import best_span
-from glomo_jax.tasks.words import Vocabulary, tokenize_with_offsets
+from glomo_jax.text.words import Vocabulary, tokenize_with_offsets
 from glomo_jax.train.run_config import CONFIG_FILE
 
 

@@ -15,7 +15,7 @@ import numpy as np
 
 from glomo_jax.io import round_up
 from glomo_jax.squad.data import SquadSplit
-from glomo_jax.tasks.words import Vocabulary
+from glomo_jax.text.words import Vocabulary
 
 
 def padded_length(longest: int, multiple: int, cap: int | None) -> int:

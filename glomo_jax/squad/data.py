@@ -10,7 +10,7 @@ Two sources, one result (a `SquadSplit`):
   question with id, title, context, question, answers {text, answer_start});
   questions with the same (title, context) share a paragraph.
 
-Words are `glomo_jax.tasks.words.tokenize_with_offsets` tokens (lower-cased;
+Words are `glomo_jax.text.words.tokenize_with_offsets` tokens (lower-cased;
 ``context[start:end]`` is the token as written), so a predicted word span
 maps back to the exact passage text (`Paragraph.text_of`). A question's
 training target is the word span covering its first answer's characters;
@@ -31,8 +31,8 @@ import numpy as np
 from glomo_jax.data.tfds_source import tfds_records
 from glomo_jax.errors import InputError
 from glomo_jax.io import open_text
-from glomo_jax.tasks.datasets import record_text
-from glomo_jax.tasks.words import tokenize_with_offsets
+from glomo_jax.text.readers import record_text
+from glomo_jax.text.words import tokenize_with_offsets
 
 logger = logging.getLogger(__name__)
 
@@ -116,7 +116,7 @@ class SquadSplit:
   @property
   def texts(self) -> dict[str, list[list[str]]]:
     """Per question, the words of its passage ('context') and of the question:
-    what `glomo_jax.tasks.batching.batch_order` buckets by."""
+    what `glomo_jax.downstream.batches.batch_order` buckets by."""
     return {"context": [self.paragraphs[q.paragraph].words for q in self.questions],
             "question": [q.words for q in self.questions]}
 

@@ -26,10 +26,10 @@ from glomo_jax.squad.data import (SquadSplit, carve_validation, paragraph_subset
                                   read_squad_json, read_squad_tfds)
 from glomo_jax.squad.model import SquadReader
 from glomo_jax.squad.task import DEV, SquadTask
-from glomo_jax.tasks.glove import embedding_matrix, read_glove
+from glomo_jax.text.glove import embedding_matrix, read_glove
 from glomo_jax.tasks.graphs import OnTheFlyGraphs, TaskGraphs
-from glomo_jax.tasks.layers import embedding_initializer
-from glomo_jax.tasks.words import Vocabulary
+from glomo_jax.text.layers import embedding_initializer
+from glomo_jax.text.words import Vocabulary
 from glomo_jax.train.workdir import holding_workdir
 from glomo_jax.transfer.cache import cached_word_graphs
 

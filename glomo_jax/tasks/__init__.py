@@ -2,12 +2,10 @@
 (MNLI, SNLI), SST-2 sentiment, and agreement judgements on the built-in
 synthetic language (no download); task definitions on `glomo_jax.downstream`.
 
-* `words`: word tokenizer and Vocabulary (pad 0, unk 1).
-* `glove`: GloVe text files → embedding matrix of a Vocabulary.
-* `datasets`: TFDS / JSON-lines / TSV readers, validation split, TaskData.
-* `batching`: padded batches of a split.
+The words, GloVe, readers, splits, batching and text layers are in
+`glomo_jax.text`.
+
 * `agreement`: subject–verb agreement judgements on the synthetic language.
-* `layers`: masked softmax, padding-safe BiRNN, self-attention, pooling.
 * `text_classifier`: TextClassifier, the one-text classifier (BiGRU +
   linear + self-attention).
 * `esim`: ESIM (+ self-attention after the inference composition).
@@ -17,17 +15,18 @@ synthetic language (no download); task definitions on `glomo_jax.downstream`.
 * `transfer`: run_transfer, a whole run as one call.
 """
 from glomo_jax.tasks.agreement import AGREEMENT_LABELS, load_agreement_task
-from glomo_jax.tasks.batching import batches, make_batch
+from glomo_jax.text.batching import batches, make_batch
 from glomo_jax.tasks.classification import ClassificationTask
 from glomo_jax.tasks.config import TransferConfig
-from glomo_jax.tasks.datasets import Split, TaskData, load_task, read_split, split_validation
+from glomo_jax.text.readers import load_task, read_split
+from glomo_jax.text.splits import Split, TaskData, split_validation
 from glomo_jax.tasks.esim import ESIM, soft_align
-from glomo_jax.tasks.glove import Coverage, embedding_matrix, read_glove, write_glove
+from glomo_jax.text.glove import Coverage, embedding_matrix, read_glove, write_glove
 from glomo_jax.tasks.graphs import TaskGraphs
-from glomo_jax.tasks.layers import embedding_initializer
+from glomo_jax.text.layers import embedding_initializer
 from glomo_jax.tasks.text_classifier import TextClassifier
 from glomo_jax.tasks.transfer import build_model, load_task_data, run_transfer
-from glomo_jax.tasks.words import PAD_ID, UNK_ID, Vocabulary, tokenize
+from glomo_jax.text.words import PAD_ID, UNK_ID, Vocabulary, tokenize
 
 __all__ = [
     "AGREEMENT_LABELS", "ClassificationTask", "Coverage", "ESIM", "PAD_ID", "Split",

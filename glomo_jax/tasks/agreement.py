@@ -22,7 +22,7 @@ import random
 import numpy as np
 
 from glomo_jax.data.synthetic import ARC_AGREEMENT, VERBS, SyntheticConfig, generate_document
-from glomo_jax.tasks.datasets import Split, TaskData
+from glomo_jax.text.splits import Split, TaskData
 
 AGREEMENT_LABELS = ("violates", "agrees")
 _OTHER_NUMBER = {**{s: p for s, p in VERBS}, **{p: s for s, p in VERBS}}

@@ -21,11 +21,11 @@ from glomo_jax.downstream.scores import (ScoreGroup, classification_sums, group_
                                          group_membership, group_sums, mean_loss,
                                          summed_accuracy)
 from glomo_jax.downstream.task import DownstreamTask
-from glomo_jax.tasks.batching import make_batch
+from glomo_jax.text.batching import make_batch
 from glomo_jax.tasks.config import TransferConfig
-from glomo_jax.tasks.datasets import TaskData
+from glomo_jax.text.splits import TaskData
 from glomo_jax.tasks.graphs import TaskGraphs
-from glomo_jax.tasks.words import Vocabulary
+from glomo_jax.text.words import Vocabulary
 from glomo_jax.train.task import RunEval
 
 
@@ -35,7 +35,7 @@ class ClassificationTask(DownstreamTask):
   Args:
     model: TextClassifier or ESIM (any linen module taking, per text field f,
       keywords f, f_mask (and f_graphs when it reads graphs) and `train`).
-    data: the task's splits (`datasets.load_task`, `agreement.load_agreement_task`).
+    data: the task's splits (`text.readers.load_task`, `agreement.load_agreement_task`).
     vocab: word → id (its size must match the model's vocab_size).
     config: the run's TransferConfig (optim, max_words, length_multiple,
       bucket_batches, seed, mesh_data, compile_fast).

@@ -12,7 +12,7 @@ import dataclasses
 
 from glomo_jax.downstream.config import DownstreamConfig
 from glomo_jax.downstream.options import TfdsOptions
-from glomo_jax.tasks.datasets import TASKS
+from glomo_jax.text.readers import TASKS
 from glomo_jax.tasks.verb_number import EVAL_SPLITS as VERB_NUMBER_SPLITS, ORACLE_ARCS
 from glomo_jax.transfer.options import TRANSFER_MOVED_FIELDS, TransferOptions
 
@@ -62,7 +62,7 @@ class ClassifierOptions:
   ESIM (None: 1, or 2 for the 'rnn' variant; 2 with 'baseline' is that
   variant's baseline of the same depth); self_attention: ESIM only;
   oov_scale, glove_scale: the random rows' std and the GloVe rows' factor
-  (`tasks.glove.embedding_matrix`); transfer: the graph transfer's options
+  (`text.glove.embedding_matrix`); transfer: the graph transfer's options
   (its num_layers: None = the predictor's L, 3 for 'uniform').
   """
   embed_dim: int = 100

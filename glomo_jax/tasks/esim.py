@@ -47,7 +47,7 @@ import flax.linen as nn
 import jax
 import jax.numpy as jnp
 
-from glomo_jax.tasks import layers
+from glomo_jax.text import layers
 from glomo_jax.transfer.options import TEXT_VARIANTS, TransferOptions, check_variant
 
 

@@ -15,7 +15,7 @@ from typing import Mapping, Sequence
 
 import numpy as np
 
-from glomo_jax.tasks.datasets import TaskData
+from glomo_jax.text.splits import TaskData
 from glomo_jax.transfer.unit_graphs import text_graphs, word_graphs
 from glomo_jax.transfer.cache import WordGraphCache, cached_word_graphs
 

@@ -32,11 +32,12 @@ from glomo_jax.downstream.task import VALIDATION
 from glomo_jax.tasks.agreement import load_agreement_task
 from glomo_jax.tasks.classification import ClassificationTask
 from glomo_jax.tasks.config import EVAL_SPLITS, TransferConfig
-from glomo_jax.tasks.datasets import TaskData, load_task
+from glomo_jax.text.readers import load_task
+from glomo_jax.text.splits import TaskData
 from glomo_jax.tasks.esim import ESIM
-from glomo_jax.tasks.glove import embedding_matrix
+from glomo_jax.text.glove import embedding_matrix
 from glomo_jax.tasks.graphs import ArcGraphs, TaskGraphs
-from glomo_jax.tasks.layers import embedding_initializer
+from glomo_jax.text.layers import embedding_initializer
 from glomo_jax.tasks.text_classifier import TextClassifier
 from glomo_jax.tasks.verb_number import SCORE_GROUPS, load_number_task
 from glomo_jax.train.workdir import holding_workdir

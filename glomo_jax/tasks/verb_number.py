@@ -48,8 +48,8 @@ import numpy as np
 
 from glomo_jax.downstream.scores import ScoreGroup
 from glomo_jax.errors import InputError
-from glomo_jax.tasks.datasets import (Split, TaskData, _label_id, numbered_jsonl,
-                                      random_subset, split_validation)
+from glomo_jax.text.readers import _label_id, numbered_jsonl
+from glomo_jax.text.splits import Split, TaskData, random_subset, split_validation
 
 NUMBER_LABELS = ("singular", "plural")
 ORACLE_ARCS = ("subject", "tree")

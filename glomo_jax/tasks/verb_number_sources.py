@@ -35,7 +35,7 @@ from typing import Iterable, Iterator, Sequence
 import numpy as np
 
 from glomo_jax.eval.conllu import Sentence
-from glomo_jax.tasks.words import tokenize_with_offsets
+from glomo_jax.text.words import tokenize_with_offsets
 
 BE_FORMS = {"is": 0, "was": 0, "are": 1, "were": 1}
 HAVE_FORMS = {"has": 0, "have": 1}

@@ -12,8 +12,8 @@ import numpy as np
 
 from glomo_jax.downstream.batches import batch_order
 from glomo_jax.io import round_up
-from glomo_jax.tasks.datasets import Split
-from glomo_jax.tasks.words import Vocabulary
+from glomo_jax.text.splits import Split
+from glomo_jax.text.words import Vocabulary
 
 
 def make_batch(split: Split, indices: Sequence[int], vocab: Vocabulary, *,

@@ -28,7 +28,7 @@ import numpy as np
 
 from glomo_jax.errors import InputError
 from glomo_jax.io import open_text, write_atomically
-from glomo_jax.tasks.words import PAD_ID, Vocabulary
+from glomo_jax.text.words import PAD_ID, Vocabulary
 
 logger = logging.getLogger(__name__)
 

@@ -1,6 +1,6 @@
 """Word vectors for the words GloVe lacks, learned from raw text.
 
-The downstream tasks read GloVe (`glomo_jax.tasks.glove`). Where only part of
+The downstream tasks read GloVe (`glomo_jax.text.glove`). Where only part of
 GloVe is at hand (this repository's data holds its 2,604 most frequent
 words), the rest of a task's words would get random vectors. This module
 learns vectors for every frequent word of a corpus and maps them into
@@ -253,7 +253,7 @@ def extended_glove(documents: Iterable[Sequence[str]], glove: Mapping[str, np.nd
 
   Args:
     documents: tokenised documents, lower-cased like GloVe 6B
-      (`glomo_jax.tasks.words.tokenize`).
+      (`glomo_jax.text.words.tokenize`).
     glove: {word: vector}, all of one width D.
     max_words, min_count: the corpus vocabulary (`corpus_vocabulary`).
     window: co-occurrence window, each side.
