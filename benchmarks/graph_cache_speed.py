@@ -17,7 +17,7 @@ shapes and the seconds of each phase. `--top_k=8,16,32:uint8` adds the bytes
 of the dense cache and of top-k caches of those texts (float16 weights, or
 uint8 levels after a colon), and the weight top-k keeps.
 `--baseline_repo=DIR` then times the alignment against DIR's
-(`glomo_jax/transfer/align.py` of another checkout, e.g. a `git worktree` of
+(`glomo_jax/graphs/align.py` of another checkout, e.g. a `git worktree` of
 an older commit): warm passes alternating between the two, `--rounds` each,
 and the ratio of the medians of their alignment seconds (DIR's ÷ this one's).
 `--build_rounds=N` with `--baseline_repo` instead times the whole build
@@ -64,7 +64,7 @@ def main():
   parser.add_argument("--batch", type=int, default=32)
   parser.add_argument("--pad_multiple", type=int, default=0,
                       help="Pieces padded to this multiple; 0: the backend's, as the cache "
-                           "(glomo_jax.transfer.shapes.piece_multiple)")
+                           "(glomo_jax.graphs.shapes.piece_multiple)")
   parser.add_argument("--top_k", default="",
                       help="Comma-separated k or k:dtype (dtype float16, float32 or uint8): also "
                            "build the dense cache and a top-k cache of each, and report "
@@ -81,7 +81,7 @@ def main():
     return build_worker(args)
   if args.build_rounds:
     return print(json.dumps(compare_builds(args)))
-  from glomo_jax.transfer.shapes import piece_multiple  # noqa: PLC0415
+  from glomo_jax.graphs.shapes import piece_multiple  # noqa: PLC0415
 
   predictor = load(args)
   texts, words, spans = read_texts(args)
@@ -125,7 +125,7 @@ def build_worker(args) -> None:
   import tempfile  # noqa: PLC0415
   sys.path.insert(0, os.path.abspath(args.build_worker))
   import glomo_jax  # noqa: PLC0415
-  from glomo_jax.transfer.cache import cached_word_graphs  # noqa: PLC0415
+  from glomo_jax.graphs.cache import cached_word_graphs  # noqa: PLC0415
   predictor = load(args)
   texts, words, spans = read_texts(args)
   seconds = None
@@ -173,7 +173,7 @@ def cache_sizes(args, predictor, texts, words, spans) -> list[dict]:
   directory: bytes, the ratio to dense, build seconds, and for top-k the
   weight its kept sources had (mean and minimum over the nonzero rows)."""
   import tempfile  # noqa: PLC0415
-  from glomo_jax.transfer.cache import cached_word_graphs  # noqa: PLC0415
+  from glomo_jax.graphs.cache import cached_word_graphs  # noqa: PLC0415
   out = []
   with tempfile.TemporaryDirectory() as root:
     for spec in [""] + args.top_k.split(","):
@@ -196,7 +196,7 @@ def cache_sizes(args, predictor, texts, words, spans) -> list[dict]:
 def compare_alignment(args, predictor, texts, spans, lengths, order) -> dict:
   """Alignment seconds of warm passes, this checkout's and --baseline_repo's
   alternating (the baseline's first pass compiles and is not counted)."""
-  from glomo_jax.transfer.align import align_graphs_jit  # noqa: PLC0415
+  from glomo_jax.graphs.align import align_graphs_jit  # noqa: PLC0415
   path = os.path.join(args.baseline_repo, "glomo_jax", "transfer", "align.py")
   spec = importlib.util.spec_from_file_location("baseline_align", path)
   module = importlib.util.module_from_spec(spec)
@@ -218,9 +218,9 @@ def one_pass(args, predictor, texts, spans, lengths, order, align=None):
   """One pass over the texts as the cache builds them: (seconds, seconds by
   phase, distinct (P, W) shapes). `align`: the jitted alignment (default
   this checkout's)."""
-  from glomo_jax.transfer.align import align_graphs_jit  # noqa: PLC0415
-  from glomo_jax.transfer.encode import encode_texts  # noqa: PLC0415
-  from glomo_jax.transfer.shapes import batch_width  # noqa: PLC0415
+  from glomo_jax.graphs.align import align_graphs_jit  # noqa: PLC0415
+  from glomo_jax.graphs.encode import encode_texts  # noqa: PLC0415
+  from glomo_jax.graphs.shapes import batch_width  # noqa: PLC0415
   align = align or align_graphs_jit
   phases = dict(encode=0.0, predict=0.0, align=0.0, fetch=0.0, store=0.0)
   shapes = set()

@@ -25,7 +25,7 @@ gets 4 of them, the other stages the rest. The short stages
 (graph caches, analysis, transfer runs) compile many programs and run each
 briefly, so on a GPU they compile without Triton GEMM fusions
 (`tuning.SHORT_GPU_RUN_XLA_FLAGS`), and their batches come in few shapes:
-predictor batches at the accelerator multiples of `glomo_jax.transfer.shapes`,
+predictor batches at the accelerator multiples of `glomo_jax.graphs.shapes`,
 task batches padded to max_words (benchmarks/RESULTS.md compares runs with
 and without these).
 

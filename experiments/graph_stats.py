@@ -46,7 +46,7 @@ def statistics_table(export_dir: str, path: str, field: str, num: int, max_words
   from glomo_jax.export import ExportedPixelGraphPredictor, load_graph_predictor  # noqa: PLC0415
   from glomo_jax.text.readers import read_jsonl  # noqa: PLC0415
   from glomo_jax.text.words import plain_text, tokenize_with_offsets  # noqa: PLC0415
-  from glomo_jax.transfer.unit_graphs import text_graphs, word_graphs  # noqa: PLC0415
+  from glomo_jax.graphs.unit_graphs import text_graphs, word_graphs  # noqa: PLC0415
 
   predictor = load_graph_predictor(export_dir)
   if isinstance(predictor, ExportedPixelGraphPredictor):

@@ -93,7 +93,7 @@ print(predictor)
 import numpy as np
 
 from glomo_jax.tasks.agreement import load_agreement_task
-from glomo_jax.transfer import word_graphs
+from glomo_jax.graphs import word_graphs
 
 MAX_WORDS = 32
 data = load_agreement_task(num_train=64 if tiny else 4000, num_validation=32 if tiny else 500,

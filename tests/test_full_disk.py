@@ -20,7 +20,7 @@ from glomo_jax.export import format as export_format
 from glomo_jax.export import load_graph_predictor
 from glomo_jax.pretraining import PretrainConfig, train_and_evaluate
 from glomo_jax.tasks import run_transfer
-from glomo_jax.transfer import cache_stores, cached_word_graphs
+from glomo_jax.graphs import cache_stores, cached_word_graphs
 from test_non_finite_runs import with_steps
 from test_tasks_classification import imdb_config
 from test_transfer_predictor import DATASET, W

@@ -20,7 +20,7 @@ from fuzzing import damaged_bytes, damaged_json, examples, json_bytes, read_or_i
 from glomo_jax.export import load_graph_predictor
 from glomo_jax.export.format import MANIFEST_FILENAME
 from glomo_jax.train import Checkpointer, UnrestorableCheckpointError
-from glomo_jax.transfer import WordGraphCache, cached_word_graphs
+from glomo_jax.graphs import WordGraphCache, cached_word_graphs
 from test_transfer_predictor import DATASET, W
 
 

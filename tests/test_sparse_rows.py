@@ -1,8 +1,8 @@
-"""Packed graph rows (`glomo_jax.transfer.sparse_rows`) on hand-made blocks."""
+"""Packed graph rows (`glomo_jax.graphs.sparse_rows`) on hand-made blocks."""
 import numpy as np
 import pytest
 
-from glomo_jax.transfer.sparse_rows import pack_rows, top_k_rows, uint8_levels, unpack_rows
+from glomo_jax.graphs.sparse_rows import pack_rows, top_k_rows, uint8_levels, unpack_rows
 
 BLOCK = np.array([[0.5, 0.3, 0.2, 0.0],      # 3 nonzeros, k 2: cut, renormalised
                   [0.6, 0.0, 0.4, 0.0],      # 2 nonzeros: exact

@@ -175,7 +175,7 @@ def test_piece_spans_tile_the_text(tiny_export):
 
 
 def test_pieces_go_to_the_unit_holding_their_first_character():
-  from glomo_jax.transfer.encode import unit_of_piece_from_spans  # noqa: PLC0415
+  from glomo_jax.graphs.encode import unit_of_piece_from_spans  # noqa: PLC0415
   text = "I don't."
   units = [[0, 1], [2, 4], [4, 7]]            # I / do / n't; the "." in no unit
   pieces = [[0, 1], [1, 2], [2, 4], [4, 5], [5, 7], [7, 8]]   # I, " ", do, n, 't, .
@@ -188,7 +188,7 @@ def test_pieces_go_to_the_unit_holding_their_first_character():
                          [(False, "mean"), (True, "mean"), (False, "whole_word")])
 def test_text_graphs_equal_word_graphs_on_space_joined_words(tiny_export, self_loops, rows):
   from glomo_jax.export import load_graph_predictor  # noqa: PLC0415
-  from glomo_jax.transfer.unit_graphs import text_graphs, word_graphs  # noqa: PLC0415
+  from glomo_jax.graphs.unit_graphs import text_graphs, word_graphs  # noqa: PLC0415
   predictor = load_graph_predictor(tiny_export)
   word_lists = [["a", "man", "sleeps", "on", "the", "sofa"], ["two", "kids", "play"]]
   texts, spans = [], []

@@ -64,7 +64,7 @@ def test_splits_use_documents_after_the_corpus_and_are_deterministic():
 
 
 def test_arc_graphs_are_the_planted_arcs():
-  from glomo_jax.tasks.graphs import ArcGraphs  # noqa: PLC0415
+  from glomo_jax.graphs.task_graphs import ArcGraphs  # noqa: PLC0415
   data = load_agreement_task(4, 2, 2, synthetic=SYN)
   data.splits["train"].arcs["text"][1] = np.array([[2, 0], [3, 0], [3, 1], [5, 4]])
   graphs = ArcGraphs(data, num_layers=2).batch("train", "text", np.array([1, -1]),

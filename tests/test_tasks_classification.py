@@ -21,7 +21,7 @@ from glomo_jax.tasks import (ClassificationTask, TaskGraphs, TransferConfig, bui
 from glomo_jax.downstream.options import OptimOptions
 from glomo_jax.tasks.config import ClassifierOptions, TaskFiles
 from glomo_jax.transfer.options import TransferOptions
-from glomo_jax.transfer.unit_graphs import word_graphs
+from glomo_jax.graphs.unit_graphs import word_graphs
 from conftest import (REPO, assert_trees_equal, kill_during_run, kill_seed, nli_records, reviews,
                       write_jsonl)
 

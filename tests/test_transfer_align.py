@@ -2,7 +2,7 @@
 import numpy as np
 import pytest
 
-from glomo_jax.transfer import align_graphs, piece_to_unit
+from glomo_jax.graphs import align_graphs, piece_to_unit
 
 
 def normalised(rng, shape):

@@ -13,10 +13,10 @@ import pytest
 from glomo_jax import ModelConfig
 from glomo_jax.data.tokenizer import train_tokenizer
 from glomo_jax.export import export_graph_predictor, load_graph_predictor
-from glomo_jax.tasks.graphs import TaskGraphs
-from glomo_jax.transfer import (GraphTransfer, cached_word_graphs, encode_word_lists,
-                                word_graphs)
-from glomo_jax.transfer import cache as cache_lib
+from glomo_jax.graphs.task_graphs import TaskGraphs
+from glomo_jax.graphs import cached_word_graphs, encode_word_lists, word_graphs
+from glomo_jax.graphs import cache as cache_lib
+from glomo_jax.transfer import GraphTransfer
 from conftest import random_variables
 
 SENTENCES = ["the cat sat on the mat .", "a dog ran in the park .",
@@ -148,7 +148,7 @@ def test_accelerator_batch_shapes_give_the_graphs_of_the_cpu_shapes(predictor, t
                                                                     monkeypatch):
   """On an accelerator the build pads pieces and words to multiples of 128
   (few shapes to compile); the graphs are those of a CPU's tight shapes."""
-  from glomo_jax.transfer import cache_build, encode, shapes as shape_policy  # noqa: PLC0415
+  from glomo_jax.graphs import cache_build, encode, shapes as shape_policy  # noqa: PLC0415
   assert shape_policy.piece_multiple("cpu") == 16
   assert shape_policy.piece_multiple("gpu") == shape_policy.piece_multiple("tpu") == 128
   assert [shape_policy.unit_width(n, 40, 32, "cpu") for n in (1, 32, 33, 41)] == [32, 32, 40, 40]
@@ -176,7 +176,7 @@ def test_accelerator_batch_shapes_give_the_graphs_of_the_cpu_shapes(predictor, t
 
 
 def test_cache_float16_within_half_precision(predictor, tmp_path, monkeypatch, caplog):
-  from glomo_jax.transfer import cache_build  # noqa: PLC0415
+  from glomo_jax.graphs import cache_build  # noqa: PLC0415
   monkeypatch.setattr(cache_lib, "build_cache",
                       functools.partial(cache_build.build_cache, progress_every_s=0))
   with caplog.at_level("INFO", logger=cache_build.__name__):
@@ -257,7 +257,7 @@ def test_cache_of_raw_texts_equals_text_graphs(predictor, tmp_path):
   its pieces go to the task's words by characters; words after max_words
   are cut with the text after them."""
   from glomo_jax.text.words import tokenize_with_offsets  # noqa: PLC0415
-  from glomo_jax.transfer import encode_texts, text_graphs  # noqa: PLC0415
+  from glomo_jax.graphs import encode_texts, text_graphs  # noqa: PLC0415
   texts = ["The cat sat on the mat.", "A dog  ran, in the Park!", "Unbelievable things."]
   words, spans = zip(*(tokenize_with_offsets(t) for t in texts))
   spans = [np.asarray(s) for s in spans]

@@ -26,7 +26,7 @@ from glomo_jax.eval.subject_arcs import forward_rows, instances, score_subject_a
 from glomo_jax.export.predictor import load_graph_predictor  # noqa: E402
 from glomo_jax.tasks import TransferConfig, run_transfer  # noqa: E402
 from glomo_jax.text.splits import TaskData  # noqa: E402
-from glomo_jax.tasks.graphs import ArcGraphs  # noqa: E402
+from glomo_jax.graphs.task_graphs import ArcGraphs  # noqa: E402
 from glomo_jax.tasks.verb_number import (NUMBER_LABELS, load_number_task,  # noqa: E402
                                          read_number_split, tree_arcs)
 from glomo_jax.tasks.verb_number_sources import (rule_accuracy, rule_label,  # noqa: E402

@@ -28,9 +28,9 @@ import numpy as np
 
 from glomo_jax.eval.conllu import Sentence
 from glomo_jax.tasks.verb_number_sources import NOUNS, gold_example
-from glomo_jax.transfer.encode import encode_texts
-from glomo_jax.transfer.shapes import unit_width
-from glomo_jax.transfer.unit_graphs import unit_graphs
+from glomo_jax.graphs.encode import encode_texts
+from glomo_jax.graphs.shapes import unit_width
+from glomo_jax.graphs.unit_graphs import unit_graphs
 
 GROUPS = ("distance 2+", "attractors 0", "attractors 1+")
 

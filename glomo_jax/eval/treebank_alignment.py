@@ -2,7 +2,7 @@
 
 `score_treebank` runs predictors (a trained one, its untrained twin) on
 each sentence's raw text, pools their piece graphs to the treebank's words by
-characters (`glomo_jax.transfer.encode_texts`, once per batch for all the
+characters (`glomo_jax.graphs.encode_texts`, once per batch for all the
 predictors, then `unit_graphs`; without self-loops: a word reading itself
 says nothing about syntax), and scores with
 `glomo_jax.eval.syntax.SyntaxScores`:
@@ -26,9 +26,9 @@ import numpy as np
 from glomo_jax.eval.conllu import Sentence
 from glomo_jax.eval.syntax import SyntaxScores, offset_graph, uniform_graph
 from glomo_jax.export.predictor import ExportedGraphPredictor
-from glomo_jax.transfer.encode import encode_texts
-from glomo_jax.transfer.shapes import unit_width
-from glomo_jax.transfer.unit_graphs import unit_graphs
+from glomo_jax.graphs.encode import encode_texts
+from glomo_jax.graphs.shapes import unit_width
+from glomo_jax.graphs.unit_graphs import unit_graphs
 
 DIRECTIONS = ("fw", "bw")
 
@@ -94,7 +94,7 @@ def score_treebank(sentences: Sequence[Sentence],
     max_words: longer sentences are skipped (counted).
     offsets: the fixed-offset baselines go to ±offsets.
     rows: how a word's row is formed from its pieces' rows
-      (`glomo_jax.transfer.align_graphs`).
+      (`glomo_jax.graphs.align_graphs`).
 
   Returns:
     `SyntaxScores.result()` plus 'skipped_long' (sentences over max_words)

@@ -27,11 +27,11 @@ from glomo_jax.squad.data import (SquadSplit, carve_validation, paragraph_subset
 from glomo_jax.squad.model import SquadReader
 from glomo_jax.squad.task import DEV, SquadTask
 from glomo_jax.text.glove import embedding_matrix, read_glove
-from glomo_jax.tasks.graphs import OnTheFlyGraphs, TaskGraphs
+from glomo_jax.graphs.task_graphs import OnTheFlyGraphs, TaskGraphs
 from glomo_jax.text.layers import embedding_initializer
 from glomo_jax.text.words import Vocabulary
 from glomo_jax.train.workdir import holding_workdir
-from glomo_jax.transfer.cache import cached_word_graphs
+from glomo_jax.graphs.cache import cached_word_graphs
 
 logger = logging.getLogger("glomo_jax.squad")
 

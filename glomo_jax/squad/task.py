@@ -29,7 +29,7 @@ from glomo_jax.squad.config import SquadConfig
 from glomo_jax.squad.data import SquadSplit
 from glomo_jax.squad.metrics import squad_scores
 from glomo_jax.squad.spans import best_span
-from glomo_jax.tasks.graphs import OnTheFlyGraphs, TaskGraphs
+from glomo_jax.graphs.task_graphs import OnTheFlyGraphs, TaskGraphs
 from glomo_jax.text.words import Vocabulary
 from glomo_jax.train.task import RunContext, RunEval
 

@@ -22,7 +22,7 @@ from glomo_jax.text.readers import load_task, read_split
 from glomo_jax.text.splits import Split, TaskData, split_validation
 from glomo_jax.tasks.esim import ESIM, soft_align
 from glomo_jax.text.glove import Coverage, embedding_matrix, read_glove, write_glove
-from glomo_jax.tasks.graphs import TaskGraphs
+from glomo_jax.graphs.task_graphs import TaskGraphs
 from glomo_jax.text.layers import embedding_initializer
 from glomo_jax.tasks.text_classifier import TextClassifier
 from glomo_jax.tasks.transfer import build_model, load_task_data, run_transfer

@@ -24,7 +24,7 @@ from glomo_jax.downstream.task import DownstreamTask
 from glomo_jax.text.batching import make_batch
 from glomo_jax.tasks.config import TransferConfig
 from glomo_jax.text.splits import TaskData
-from glomo_jax.tasks.graphs import TaskGraphs
+from glomo_jax.graphs.task_graphs import TaskGraphs
 from glomo_jax.text.words import Vocabulary
 from glomo_jax.train.task import RunEval
 

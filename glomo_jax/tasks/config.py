@@ -104,13 +104,13 @@ class TransferConfig(DownstreamConfig):
     graph_cache_dtype: 'float16' or 'float32', or with graph_cache_topk
       'uint8' (each row's weights as 8-bit levels). graph_cache_topk: None
       stores the graphs dense; k keeps each row's k largest sources (exact
-      where k covers the row's nonzeros; `glomo_jax.transfer.cache`).
+      where k covers the row's nonzeros; `glomo_jax.graphs.cache`).
       graph_batch_size: predictor batch while building the cache.
       graph_self_loops: keep the weight between pieces of one word on the
       word graphs' diagonal (default: no diagonal, as the authors' word
-      graphs; `transfer.align_graphs`).
+      graphs; `graphs.align_graphs`).
     graph_source: 'predictor' (the export's graphs) or 'arcs': the known
-      dependency arcs as graphs (`tasks.graphs.ArcGraphs`; the agreement
+      dependency arcs as graphs (`graphs.task_graphs.ArcGraphs`; the agreement
       and verb_number tasks), what a perfect predictor would give; L from
       model.transfer.num_layers (default 3), one head.
     oracle_arcs: verb_number's arcs with graph_source='arcs': 'subject' (the

@@ -24,7 +24,7 @@ built from `transfer`, a `TransferOptions`) that maps H [B, W, d] →
 * 'uniform': GraphTransfer(mode='uniform') on e: the "uniform graph" ablation
   (every word averages all real words; no graphs needed).
 Graphs are inputs ([B, 2L, K, W, W], word-level, from
-`glomo_jax.transfer.unit_graphs.word_graphs`): no gradient reaches the predictor.
+`glomo_jax.graphs.unit_graphs.word_graphs`): no gradient reaches the predictor.
 
 Dropout (`dropout_rate`) is applied to the embeddings, to each BiGRU's
 output, inside the self-attention and before the classifier. The graph

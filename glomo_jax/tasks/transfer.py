@@ -36,7 +36,7 @@ from glomo_jax.text.readers import load_task
 from glomo_jax.text.splits import TaskData
 from glomo_jax.tasks.esim import ESIM
 from glomo_jax.text.glove import embedding_matrix
-from glomo_jax.tasks.graphs import ArcGraphs, TaskGraphs
+from glomo_jax.graphs.task_graphs import ArcGraphs, TaskGraphs
 from glomo_jax.text.layers import embedding_initializer
 from glomo_jax.tasks.text_classifier import TextClassifier
 from glomo_jax.tasks.verb_number import SCORE_GROUPS, load_number_task

@@ -37,7 +37,7 @@ Oracle graphs (`graph_source='arcs'`; `oracle_arcs`):
 * 'tree': every gold tree edge between two words before the verb, each
   split by direction as the predictor's graphs are (the later word reads the
   earlier one forward, the earlier reads the later backward).
-Arcs are (target, source) with target ≥ source, as `tasks.graphs.ArcGraphs`
+Arcs are (target, source) with target ≥ source, as `graphs.task_graphs.ArcGraphs`
 reads them.
 """
 from __future__ import annotations

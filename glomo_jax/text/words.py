@@ -1,7 +1,7 @@
 """Word tokenizer and task vocabulary for the downstream tasks (IMDB, NLI).
 
 The downstream models read *words* (GloVe is a word-level table), unlike the
-graph predictor, which reads SentencePiece pieces; `glomo_jax.transfer.align`
+graph predictor, which reads SentencePiece pieces; `glomo_jax.graphs.align`
 pools the predictor's piece-level graphs onto these words.
 
 `tokenize` rules, in order (chosen to match GloVe 6B's uncased, PTB-like

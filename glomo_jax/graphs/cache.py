@@ -36,11 +36,11 @@ from typing import Sequence
 import numpy as np
 
 from glomo_jax.errors import InputError
-from glomo_jax.transfer.cache_build import build_cache
-from glomo_jax.transfer.cache_files import (CHECKSUMS, COUNTS, GRAPHS, INDICES, LENGTHS, META,
+from glomo_jax.graphs.cache_build import build_cache
+from glomo_jax.graphs.cache_files import (CHECKSUMS, COUNTS, GRAPHS, INDICES, LENGTHS, META,
                                             OFFSETS, crc32, file_damage, remove_cache)
-from glomo_jax.transfer.cache_key import cache_key, cache_request
-from glomo_jax.transfer.sparse_rows import unpack_rows
+from glomo_jax.graphs.cache_key import cache_key, cache_request
+from glomo_jax.graphs.sparse_rows import unpack_rows
 
 logger = logging.getLogger(__name__)
 

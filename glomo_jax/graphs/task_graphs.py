@@ -3,7 +3,7 @@
 Graphs are model inputs ([B, 2L, K, W, W] per text field, word level, [..,
 target, source]); the frozen predictor never receives a gradient. They are
 computed once per (export, split, text field, options) into the one graph
-cache of the library (`glomo_jax.transfer.cache`, on disk and memory-mapped)
+cache of the library (`glomo_jax.graphs.cache`, on disk and memory-mapped)
 and gathered per batch by the examples' positions in their split
 (`TaskGraphs`), or computed per batch by the predictor with no disk cache
 (`OnTheFlyGraphs`: each distinct text of a batch once; the cache's values
@@ -16,8 +16,8 @@ from typing import Mapping, Sequence
 import numpy as np
 
 from glomo_jax.text.splits import TaskData
-from glomo_jax.transfer.unit_graphs import text_graphs, word_graphs
-from glomo_jax.transfer.cache import WordGraphCache, cached_word_graphs
+from glomo_jax.graphs.unit_graphs import text_graphs, word_graphs
+from glomo_jax.graphs.cache import WordGraphCache, cached_word_graphs
 
 
 class TaskGraphs:
@@ -96,7 +96,7 @@ class OnTheFlyGraphs:
   Args:
     predictor: a loaded `ExportedGraphPredictor`.
     texts: {split: {field: word lists}}: what the batches' indices point into.
-    self_loops: see `glomo_jax.transfer.align_graphs`.
+    self_loops: see `glomo_jax.graphs.align_graphs`.
     raw: None, or {split: {field: (raw texts, word spans int [n_i, 2])}}
       beside `texts`: the predictor reads those texts as written and its
       pieces go to the words by characters (`align.text_graphs`), as in

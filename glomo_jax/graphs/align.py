@@ -28,8 +28,8 @@ row, whose query has read nothing of the unit after that piece (its later
 pieces' weight on the first piece is dropped by rule 3). Units of one piece
 get the same rows either way.
 
-The pieces and their units come from `glomo_jax.transfer.encode`; the whole
-path from words or texts to unit graphs is `glomo_jax.transfer.unit_graphs`.
+The pieces and their units come from `glomo_jax.graphs.encode`; the whole
+path from words or texts to unit graphs is `glomo_jax.graphs.unit_graphs`.
 """
 from __future__ import annotations
 

@@ -35,8 +35,8 @@ import os
 import jax
 import numpy as np
 
-from glomo_jax.transfer.cache_files import CHECKSUMS, COUNTS, GRAPHS, INDICES, crc32
-from glomo_jax.transfer.sparse_rows import pack_rows
+from glomo_jax.graphs.cache_files import CHECKSUMS, COUNTS, GRAPHS, INDICES, crc32
+from glomo_jax.graphs.sparse_rows import pack_rows
 
 
 class DenseStore:

@@ -10,7 +10,7 @@ it runs at any length, including sequences longer than its pretraining
 windows; by default no piece is cut (memory grows as P²). Pass
 ``max_pieces`` to bound it: words whose pieces are all cut keep their place
 but have zero rows and columns. The padded piece length is a multiple of
-`glomo_jax.transfer.shapes.piece_multiple` unless the caller names one.
+`glomo_jax.graphs.shapes.piece_multiple` unless the caller names one.
 """
 from __future__ import annotations
 
@@ -19,8 +19,8 @@ from typing import Sequence
 import numpy as np
 
 from glomo_jax.io import round_up
-from glomo_jax.transfer.align import piece_to_unit
-from glomo_jax.transfer.shapes import piece_multiple
+from glomo_jax.graphs.align import piece_to_unit
+from glomo_jax.graphs.shapes import piece_multiple
 
 
 def encode_word_lists(tokenizer, word_lists: Sequence[Sequence[str]], max_words: int,

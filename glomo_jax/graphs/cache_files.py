@@ -1,4 +1,4 @@
-"""The files of a word-graph cache (`glomo_jax.transfer.cache`): their names,
+"""The files of a word-graph cache (`glomo_jax.graphs.cache`): their names,
 and the records that let a damaged cache be found.
 
 Integrity (in meta.json, ``files``): every file's size in bytes, and the

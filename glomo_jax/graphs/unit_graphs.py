@@ -1,6 +1,6 @@
 """Unit-level (word-level) graphs of an exported predictor: encode the
-words or texts (`glomo_jax.transfer.encode`), run the predictor on the
-pieces, pool its graphs to units (`glomo_jax.transfer.align`).
+words or texts (`glomo_jax.graphs.encode`), run the predictor on the
+pieces, pool its graphs to units (`glomo_jax.graphs.align`).
 """
 from __future__ import annotations
 
@@ -10,8 +10,8 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from glomo_jax.transfer.align import align_graphs_jit
-from glomo_jax.transfer.encode import checked_tokenizer, encode_texts, encode_word_lists
+from glomo_jax.graphs.align import align_graphs_jit
+from glomo_jax.graphs.encode import checked_tokenizer, encode_texts, encode_word_lists
 
 
 def word_graphs(predictor, tokenizer, word_lists: Sequence[Sequence[str]],
@@ -22,7 +22,7 @@ def word_graphs(predictor, tokenizer, word_lists: Sequence[Sequence[str]],
 
   Encodes each list with ``tokenizer.encode_words`` (its first `max_words`
   words), runs ``predictor.predict`` on the pieces, and pools the graphs to
-  words with `glomo_jax.transfer.align.align_graphs`.
+  words with `glomo_jax.graphs.align.align_graphs`.
 
   Args:
     predictor: an `ExportedGraphPredictor` (anything with `config`,
