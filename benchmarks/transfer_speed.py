@@ -53,11 +53,11 @@ import jax  # noqa: E402
 from benchmarks.task_timing import TimedTask, alternate, print_profiles, rate  # noqa: E402
 from experiments.configs import imdb as imdb_configs  # noqa: E402
 from experiments.configs import mnli as mnli_configs  # noqa: E402
-from glomo_jax.tasks import TransferConfig  # noqa: E402
+from glomo_jax.classification import ClassificationConfig  # noqa: E402
 from glomo_jax.downstream.batches import batch_order  # noqa: E402
-from glomo_jax.tasks.classification import ClassificationTask  # noqa: E402
+from glomo_jax.classification.task import ClassificationTask  # noqa: E402
 from glomo_jax.text.glove import embedding_matrix  # noqa: E402
-from glomo_jax.tasks.transfer import build_model, load_task_data, task_graphs  # noqa: E402
+from glomo_jax.classification.run import build_model, load_task_data, task_graphs  # noqa: E402
 
 RESULTS = os.path.join(os.path.dirname(os.path.abspath(__file__)), "results",
                        "transfer_speed.jsonl")
@@ -80,13 +80,13 @@ def parse() -> argparse.Namespace:
   return p.parse_args()
 
 
-def base_config(args) -> TransferConfig:
+def base_config(args) -> ClassificationConfig:
   module, max_words = CONFIGS[args.task]
   raw = module.get_config()
   raw.files.train, raw.glove_path = args.train, args.glove
   raw.max_train_examples, raw.max_words = args.examples, max_words
   raw.predictor_export = args.predictor_export
-  return TransferConfig.from_dict(raw.to_dict())
+  return ClassificationConfig.from_dict(raw.to_dict())
 
 
 def split_variant(spec: str) -> tuple[str, str, str]:
@@ -97,7 +97,7 @@ def split_variant(spec: str) -> tuple[str, str, str]:
   return name, cache, graph_apply or "auto"
 
 
-def variant_config(base: TransferConfig, spec: str) -> tuple[TransferConfig, str]:
+def variant_config(base: ClassificationConfig, spec: str) -> tuple[ClassificationConfig, str]:
   """The run config of a variant spec (its graph cache's top-k and dtype
   included), and the cache's part of the spec ('' dense, '8', '32:uint8')."""
   name, cache, graph_apply = split_variant(spec)
@@ -168,7 +168,7 @@ def main():
   shutil.rmtree(cache_root, ignore_errors=True)
 
 
-def report(args, base: TransferConfig, rows: dict, cache_rows: dict) -> None:
+def report(args, base: ClassificationConfig, rows: dict, cache_rows: dict) -> None:
   """Markdown tables: step and prediction rates with their ratio to the
   first variant's (the baseline), and the caches."""
   ref = next(iter(rows.values()))

@@ -239,7 +239,7 @@ class Pipeline:
       os.replace(target + ".tmp", target)
     return True
 
-  def transfer(self, task: str, seeds, variants, parallel: int) -> bool:
+  def classify(self, task: str, seeds, variants, parallel: int) -> bool:
     args = task_arguments(task, self.data, self.export_dir,
                           os.path.join(self.workdir, f"{task}_graph_cache"),
                           tiny=self.preset == "tiny")
@@ -251,19 +251,19 @@ class Pipeline:
     build = os.path.join(self.workdir, "grid", f"{task}_cache_build")
     if "embeddings" in variants and not os.path.exists(os.path.join(build, "results.json")):
       status, _ = self.run(f"{task}_cache", [
-          sys.executable, "-m", "experiments.transfer", f"--config={config}",
+          sys.executable, "-m", "experiments.classify", f"--config={config}",
           "--config.variant=embeddings", f"--workdir={build}", "--config.optim.steps=1"] + args,
           env=env)
       if status is None:
         return False
     status, _ = self.run(f"{task}_grid", [
-        sys.executable, "-m", "experiments.transfer_grid", f"--config={config}",
+        sys.executable, "-m", "experiments.classify_grid", f"--config={config}",
         f"--root={root}", f"--variants={','.join(variants)}", f"--seeds={','.join(seeds)}",
         f"--parallel={parallel}", "--pin=false", "--"] + args, env=env)
     return status == 0
 
 
-# The CPU-scale task settings of experiments/RESULTS.md (run_transfer_experiments.sh),
+# The CPU-scale task settings of experiments/RESULTS.md (run_experiments.sh),
 # but every batch padded to max_words (one step shape to compile). The CPU grids
 # pad to multiples of 32: the model is the same, the dropout draws and the
 # summation order differ.
@@ -385,9 +385,9 @@ def main(argv):
   steps = {"tokenizer": lambda: pipeline.tokenizer(_WIKI_PARTS.value),
            "pretrain": lambda: pipeline.pretrain(_WIKI_PARTS.value, _PRETRAIN_MINUTES.value),
            "export": pipeline.export, "analysis": pipeline.analysis,
-           "imdb": lambda: pipeline.transfer("imdb", _SEEDS.value, _VARIANTS.value,
+           "imdb": lambda: pipeline.classify("imdb", _SEEDS.value, _VARIANTS.value,
                                              _PARALLEL.value),
-           "mnli": lambda: pipeline.transfer("mnli", _SEEDS.value, _VARIANTS.value,
+           "mnli": lambda: pipeline.classify("mnli", _SEEDS.value, _VARIANTS.value,
                                              _PARALLEL.value)}
   try:
     for stage in STAGES:

@@ -69,7 +69,7 @@ def transfer_runs(export: str, synthetic, workdir: str, variants, preset: str = 
   """The agreement task (experiments/configs/agreement.py) on sentences after
   the pretraining corpus `synthetic`, once per variant; returns the results."""
   from experiments.configs import agreement  # noqa: PLC0415
-  from glomo_jax.tasks import TransferConfig, run_transfer  # noqa: PLC0415
+  from glomo_jax.classification import ClassificationConfig, run_classification  # noqa: PLC0415
   out = []
   for variant in variants:
     config = agreement.get_config(preset)
@@ -77,10 +77,10 @@ def transfer_runs(export: str, synthetic, workdir: str, variants, preset: str = 
     config.synthetic.seed = synthetic.seed
     config.variant = "embeddings" if variant == "arcs" else variant
     config.graph_source = "arcs" if variant == "arcs" else "predictor"
-    config = TransferConfig.from_dict(config.to_dict())
+    config = ClassificationConfig.from_dict(config.to_dict())
     if config.reads_graphs:
       config = config.replace(predictor_export=export)
-    results = run_transfer(config, os.path.join(workdir, "agreement", variant))
+    results = run_classification(config, os.path.join(workdir, "agreement", variant))
     if results.get("preempted"):
       break
     out.append(results)

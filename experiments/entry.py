@@ -3,12 +3,12 @@
   python -m experiments.KIND --config=experiments/configs/FILE.py[:PRESET] \
       --workdir=DIR [--config.FIELD=VALUE ...] [--distributed ...]
 
-KIND is a key of `KINDS` below (pretrain, pretrain_images, transfer, squad,
+KIND is a key of `KINDS` below (pretrain, pretrain_images, classify, squad,
 cifar, …), each a module of experiments/ that calls `run_kind` and whose
 docstring has its commands. The other runnable modules of experiments/ are
 tools around these runs, each with flags of its own: export, plots, graph
 statistics, syntax alignment, word vectors, questions to a SQuAD run
-(squad_answer), grids of runs (transfer_grid, data_efficiency,
+(squad_answer), grids of runs (classify_grid, data_efficiency,
 predictor_table), the demo and the accelerator pipeline. The ConfigDict of
 `--config` (every field of the kind's config dataclass, overridable by
 `--config.x.y=...`; a typo fails before any work) becomes the library's
@@ -59,9 +59,9 @@ def _pretrain_images():
   return ImagePretrainConfig, pretrain_images
 
 
-def _transfer():
-  from glomo_jax.tasks import TransferConfig, run_transfer  # noqa: PLC0415
-  return TransferConfig, run_transfer
+def _classify():
+  from glomo_jax.classification import ClassificationConfig, run_classification  # noqa: PLC0415
+  return ClassificationConfig, run_classification
 
 
 def _squad():
@@ -75,7 +75,7 @@ def _cifar():
 
 
 # run kind -> () -> (its config dataclass, its run function(config, workdir, ...))
-KINDS = {"pretrain": _pretrain, "pretrain_images": _pretrain_images, "transfer": _transfer,
+KINDS = {"pretrain": _pretrain, "pretrain_images": _pretrain_images, "classify": _classify,
          "squad": _squad, "cifar": _cifar}
 
 

@@ -1,5 +1,5 @@
 """Running a config for several variants and seeds, and tabulating them
-(`experiments.transfer_grid`, `experiments.data_efficiency`); no flags here.
+(`experiments.classify_grid`, `experiments.data_efficiency`); no flags here.
 
 Every run is `python -m experiments.ENTRY --config=CONFIG --config.variant=V
 --config.seed=S --workdir=ROOT/V_sS` plus extra arguments
@@ -22,7 +22,7 @@ ACCURACIES = ("validation_accuracy", "test", "matched", "mismatched")
 
 
 def metrics(result: dict) -> dict[str, float]:
-  """A results.json's scores in percent: accuracies (transfer) or EM / F1
+  """A results.json's scores in percent: accuracies (classify) or EM / F1
   of validation and dev (SQuAD)."""
   if "validation_accuracy" in result:
     return {m.replace("_accuracy", ""): 100 * result[m] for m in ACCURACIES
@@ -32,7 +32,7 @@ def metrics(result: dict) -> dict[str, float]:
 
 
 def run_command(config: str, variant: str, seed: str, workdir: str,
-                extra: list[str], entry: str = "transfer") -> list[str]:
+                extra: list[str], entry: str = "classify") -> list[str]:
   from glomo_jax.transfer.options import GRAPH_VARIANTS  # noqa: PLC0415 (flags first)
   args = [a for a in extra
           if variant in GRAPH_VARIANTS or not a.startswith("--config.predictor_export")]
@@ -51,7 +51,7 @@ def _pinned_env(core: int | None) -> dict:
 
 
 def run_grid(config: str, root: str, variants, seeds, parallel: int,
-             extra: list[str], entry: str = "transfer", pin: bool = True) -> None:
+             extra: list[str], entry: str = "classify", pin: bool = True) -> None:
   todo = []
   for variant in variants:
     for seed in seeds:
@@ -130,7 +130,7 @@ def mean_std(values: list[float]) -> str:
   return f"{statistics.fmean(values):.2f} ± {statistics.stdev(values):.2f}"
 
 
-def table(config: str, root: str, variants, extra: list[str], entry: str = "transfer") -> str:
+def table(config: str, root: str, variants, extra: list[str], entry: str = "classify") -> str:
   results, columns = {}, []
   for variant in variants:
     found = results[variant] = finished_results(root, variant)

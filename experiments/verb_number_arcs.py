@@ -1,5 +1,5 @@
 r"""From the row before each verb, the forward graphs' weight on its gold
-subject (`glomo_jax.eval.subject_arcs`): the demo's arc table on real text.
+subject (`glomo_jax.classification.subject_arcs`): the demo's arc table on real text.
 
   python -m experiments.verb_number_arcs --export=runs/wiki_cpu/export \
       --conllu=../shared/data/ud_english_ewt/en_ewt-ud-dev.conllu.gz \
@@ -51,7 +51,7 @@ def table(result: dict, names: list[str]) -> str:
 def main(argv):
   del argv
   from glomo_jax.eval.conllu import read_conllu  # noqa: PLC0415
-  from glomo_jax.eval.subject_arcs import forward_rows, instances, score_subject_arcs  # noqa: PLC0415
+  from glomo_jax.classification.subject_arcs import forward_rows, instances, score_subject_arcs  # noqa: PLC0415
   from glomo_jax.eval.treebank_alignment import untrained_twin  # noqa: PLC0415
   from glomo_jax.export.predictor import load_graph_predictor  # noqa: PLC0415
   from glomo_jax.io import write_json  # noqa: PLC0415

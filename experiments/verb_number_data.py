@@ -1,4 +1,4 @@
-r"""The verb-number task's data files (`glomo_jax.tasks.verb_number`).
+r"""The verb-number task's data files (`glomo_jax.classification.verb_number`).
 
   python -m experiments.verb_number_data \
       --corpus='../shared/data/wiki_text/enwiki2015_wikiextractor_part[45678].jsonl.xz' \
@@ -72,7 +72,7 @@ def text_sets(summary: dict) -> None:
   import numpy as np  # noqa: PLC0415
 
   from glomo_jax.data.corpus import CorpusSpec, iter_documents  # noqa: PLC0415
-  from glomo_jax.tasks.verb_number_sources import text_examples  # noqa: PLC0415
+  from glomo_jax.classification.verb_number_sources import text_examples  # noqa: PLC0415
   spec = CorpusSpec(source="files", pattern=tuple(_CORPUS.value), text_field=_TEXT_FIELD.value)
   rng = np.random.default_rng(_SEED.value)
   sets = {"train": [], "test": []}
@@ -95,8 +95,8 @@ def text_sets(summary: dict) -> None:
 
 def treebank_sets(summary: dict) -> None:
   from glomo_jax.eval.conllu import read_conllu  # noqa: PLC0415
-  from glomo_jax.tasks.verb_number_sources import (rule_accuracy,  # noqa: PLC0415
-                                                   treebank_examples)
+  from glomo_jax.classification.verb_number_sources import (rule_accuracy,  # noqa: PLC0415
+                                                            treebank_examples)
   every, fit, heldout = [], [], []
   for name, path in (("train", _CONLLU_TRAIN.value), ("dev", _CONLLU_DEV.value)):
     if not path:

@@ -20,7 +20,7 @@ table with paired differences.
 Rows: baseline, uniform (the uniform graph), glomo / glomo_rnn (the
 predictor's graphs on the embeddings / the first RNN layer's states),
 subject_arc and gold_tree (the gold arcs as graphs; UD data only). Each run
-is `experiments.transfer` in ROOT/ROW_sSEED (`grid.run_commands`: a finished
+is `experiments.classify` in ROOT/ROW_sSEED (`grid.run_commands`: a finished
 run is not repeated, so rerunning resumes); the GLoMo rows share one graph
 cache (ROOT/graph_cache). ROOT/table.md gets, per row, the accuracy of each
 score (mean ± std over seeds) and the paired difference to the baseline and

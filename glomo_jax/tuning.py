@@ -42,7 +42,7 @@ FAST_COMPILE_XLA_FLAGS = " ".join(f"--{name}={str(value).lower()}"
 # Programs that run once (initialisation), with the tuning on (CPU only).
 ONE_OFF_CPU_OPTIONS = {"xla_cpu_use_fusion_emitters": False,
                        "xla_backend_optimization_level": 1}
-# XLA_FLAGS of a process pinned to one core (experiments.transfer_grid
+# XLA_FLAGS of a process pinned to one core (experiments.classify_grid
 # --parallel): XLA:CPU's Eigen thread pool off.
 ONE_CORE_XLA_FLAGS = "--xla_cpu_multi_thread_eigen=false"
 # XLA_FLAGS of short runs that compile much (the accelerator pipeline's graph

@@ -84,7 +84,7 @@ resolve_config() {
     case "$name" in
       images_pretrain) ENTRY=pretrain_images ;;
       cifar|squad) ENTRY=$name ;;
-      imdb|sst2|mnli|agreement|verb_number) ENTRY=transfer ;;
+      imdb|sst2|mnli|agreement|verb_number) ENTRY=classify ;;
       *) ENTRY=pretrain ;;
     esac
   fi

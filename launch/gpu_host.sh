@@ -3,7 +3,7 @@
 #   bash launch/gpu_host.sh [--dry-run] [--entry=NAME] CONFIG WORKDIR [FLAGS...]
 # CONFIG is a file of experiments/configs with an optional preset (wiki_cpu,
 # images_pretrain:cpu, cifar:cpu); the entry point follows from it (pretrain,
-# pretrain_images, cifar, squad, transfer) unless --entry= names one; FLAGS go
+# pretrain_images, cifar, squad, classify) unless --entry= names one; FLAGS go
 # to the entry point:
 #   bash launch/gpu_host.sh wiki_cpu runs/wiki --config.corpus.pattern='data/*.jsonl.xz'
 # --dry-run prints the commands instead of running them.

@@ -92,7 +92,7 @@ print(predictor)
 # %%
 import numpy as np
 
-from glomo_jax.tasks.agreement import load_agreement_task
+from glomo_jax.classification.agreement import load_agreement_task
 from glomo_jax.graphs import word_graphs
 
 MAX_WORDS = 32

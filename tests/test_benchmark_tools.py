@@ -219,8 +219,9 @@ def test_profile_step_attributes_a_cpu_trace_to_the_steps_instructions(capsys):
 def test_a_task_steps_profile_splits_its_time_by_module_and_pass(tmp_path):
   sys.path.insert(0, REPO)
   from benchmarks.task_timing import TimedTask  # noqa: PLC0415
-  from glomo_jax.tasks import (ClassificationTask, build_model, embedding_matrix,  # noqa: PLC0415
-                               load_task_data)
+  from glomo_jax.classification import (ClassificationTask, build_model,  # noqa: PLC0415
+                                        load_task_data)
+  from glomo_jax.text import embedding_matrix  # noqa: PLC0415
   from test_tasks_classification import imdb_config  # noqa: PLC0415
   config = imdb_config(tmp_path, variant="uniform")
   data = load_task_data(config)

@@ -137,7 +137,7 @@ def test_presets_build_configs(arg):
 def test_the_grid_runs_the_tiny_preset_and_tabulates(files, tmp_path):
   from test_entry_point_errors import assert_one_line, run
   path, export = files
-  out = run(["-m", "experiments.transfer_grid", "--entry=cifar",
+  out = run(["-m", "experiments.classify_grid", "--entry=cifar",
              "--config=experiments/configs/cifar.py:tiny", f"--root={tmp_path}",
              "--variants=baseline,glomo", "--seeds=0", "--",
              f"--config.train.location={path}", f"--config.predictor_export={export}",

@@ -21,7 +21,7 @@ from experiments import entry  # noqa: E402
 
 # run kind -> one of its config files (with a preset)
 CONFIG_FILES = {"pretrain": "demo.py:tiny", "pretrain_images": "images_pretrain.py:tiny",
-                "transfer": "imdb.py:tiny", "squad": "squad.py:tiny", "cifar": "cifar.py:tiny"}
+                "classify": "imdb.py:tiny", "squad": "squad.py:tiny", "cifar": "cifar.py:tiny"}
 # a value of each type, for fields whose default cannot be written as a flag
 SAMPLES = {str: "/data/x", int: 3, float: 0.5, bool: True}
 

@@ -22,7 +22,7 @@ TIMING = ("train_time_s", "wall_time_s")
 def transfer_cmd(workdir, train, test):
   # SGD: Adam would turn the float noise of near-zero gradients (summed in
   # another order on another mesh) into ±learning-rate steps
-  return [sys.executable, "-m", "experiments.transfer",
+  return [sys.executable, "-m", "experiments.classify",
           "--config=experiments/configs/imdb.py:tiny", f"--workdir={workdir}",
           f"--config.files.train={train}", f"--config.files.test={test}",
           "--config.optim.optimizer=sgd", "--config.optim.learning_rate=0.05",

@@ -107,7 +107,7 @@ def test_checkpoint_mistakes(pretrained, tmp_path):
 def test_export_mistakes(tiny_export, tmp_path):
   config = ["--config=experiments/configs/agreement.py:tiny", f"--workdir={tmp_path / 'run'}",
             "--config.variant=embeddings"]
-  out = run(["-m", "experiments.transfer"] + config
+  out = run(["-m", "experiments.classify"] + config
             + [f"--config.predictor_export={tmp_path / 'missing'}"])
   assert_one_line(out, "no graph predictor export at", "missing")
   broken = tmp_path / "broken"
@@ -115,11 +115,11 @@ def test_export_mistakes(tiny_export, tmp_path):
   with open(broken / "params.msgpack", "r+b") as f:
     f.seek(100)
     f.write(b"\xff\xfe")
-  out = run(["-m", "experiments.transfer"] + config + [f"--config.predictor_export={broken}"])
+  out = run(["-m", "experiments.classify"] + config + [f"--config.predictor_export={broken}"])
   assert_one_line(out, "corrupt export", "sha256")
   typo = ["--config=experiments/configs/mnli.py:tiny", f"--workdir={tmp_path / 'typo'}",
           "--config.optim.stepz=3"]
-  out = run(["-m", "experiments.transfer"] + typo)
+  out = run(["-m", "experiments.classify"] + typo)
   assert_one_line(out, "unknown config field 'stepz'", "steps")
   assert not os.path.exists(tmp_path / "typo")                   # before any work
   out = run(["-m", "experiments.plot_graphs", f"--export={tmp_path / 'missing'}", "--text=a b"])

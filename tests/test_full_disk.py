@@ -19,7 +19,7 @@ from glomo_jax import io as glomo_io
 from glomo_jax.export import format as export_format
 from glomo_jax.export import load_graph_predictor
 from glomo_jax.pretraining import PretrainConfig, train_and_evaluate
-from glomo_jax.tasks import run_transfer
+from glomo_jax.classification import run_classification
 from glomo_jax.graphs import cache_stores, cached_word_graphs
 from test_non_finite_runs import with_steps
 from test_tasks_classification import imdb_config
@@ -148,16 +148,16 @@ def test_results_json_on_a_full_disk(tmp_path, monkeypatch):
   config = config.replace(optim=with_steps(config.optim, 2))
   workdir = str(tmp_path / "run")
   results = os.path.join(workdir, "results.json")
-  run_transfer(config, workdir, devices=ONE)
+  run_classification(config, workdir, devices=ONE)
   before = snapshot(workdir)
   with monkeypatch.context() as patch:
     full_disk(patch, glomo_io, only="results.json")
     with pytest.raises(OSError) as error:          # the finished run, evaluated again
-      run_transfer(config, workdir, devices=ONE)
+      run_classification(config, workdir, devices=ONE)
   assert f"cannot write {results}" in str(error.value)
   assert "previous file is unchanged" in str(error.value)
   assert snapshot(workdir) == before and not leftovers(workdir)
-  again = run_transfer(config, workdir, devices=ONE)   # the next run writes it
+  again = run_classification(config, workdir, devices=ONE)   # the next run writes it
   with open(results, encoding="utf-8") as f:
     assert json.load(f)["wall_time_s"] == again["wall_time_s"]
 

@@ -29,7 +29,7 @@ from glomo_jax.squad.config import SquadConfig
 from glomo_jax.squad.data import from_records, read_squad_json
 from glomo_jax.text.readers import TASKS, read_split
 from glomo_jax.text.glove import read_glove
-from glomo_jax.tasks.config import TransferConfig
+from glomo_jax.classification.config import ClassificationConfig
 from test_squad_parts import FACTS, squad_articles
 from test_syntax_alignment import CONLLU
 
@@ -240,7 +240,7 @@ def test_sentencepiece_model(tmp_path, tokenizer_bytes, data):
 
 
 # ---- configs -------------------------------------------------------------------------
-CONFIGS = [ModelConfig, PretrainConfig, TransferConfig, SquadConfig, CifarConfig,
+CONFIGS = [ModelConfig, PretrainConfig, ClassificationConfig, SquadConfig, CifarConfig,
            ImagePretrainConfig]
 
 

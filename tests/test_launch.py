@@ -30,7 +30,7 @@ def test_gpu_host_dry_run_installs_then_runs_the_entry_of_the_config():
   assert out[4] == ["venv-absent/bin/python", "-m", "experiments.cifar",
                     "--config=experiments/configs/cifar.py:cpu", "--workdir=runs/c",
                     "--config.seed=1", "--config.train.location=my data.npz"]
-  entries = {"images_pretrain": "pretrain_images", "squad": "squad", "imdb": "transfer",
+  entries = {"images_pretrain": "pretrain_images", "squad": "squad", "imdb": "classify",
              "wiki_cpu": "pretrain"}
   for config, entry in entries.items():
     assert lines(launch("gpu_host.sh", "--dry-run", config, "w"))[-1][2] == f"experiments.{entry}"

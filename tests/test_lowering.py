@@ -35,9 +35,9 @@ from glomo_jax.pretraining import GLoMoObjective, PretrainConfig
 from glomo_jax.squad import SquadConfig
 from glomo_jax.squad.run import build_reader
 from glomo_jax.squad.task import SquadTask
-from glomo_jax.tasks import TransferConfig
-from glomo_jax.tasks.classification import ClassificationTask
-from glomo_jax.tasks.transfer import build_model
+from glomo_jax.classification import ClassificationConfig
+from glomo_jax.classification.task import ClassificationTask
+from glomo_jax.classification.run import build_model
 from glomo_jax.train import batch_sharding, create_state, make_mesh, state_shardings, train_step
 from glomo_jax.train.sharding import replicated
 
@@ -138,7 +138,7 @@ def pixel_pretraining() -> Program:
 def text_classification() -> Program:
   """IMDB with the 'rnn' variant: word graphs of a paper-size predictor
   (2L 6, K 8) read from the batch."""
-  config = TransferConfig.from_dict(imdb_configs.get_config().to_dict())
+  config = ClassificationConfig.from_dict(imdb_configs.get_config().to_dict())
   config = config.replace(variant="rnn", predictor_export="abstract")
   vocab, b, w = 30_000, config.optim.batch_size, config.max_words
   data = types.SimpleNamespace(num_classes=2, text_fields=("text",))

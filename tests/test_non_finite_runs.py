@@ -22,8 +22,8 @@ from glomo_jax.images.pretraining import PixelPretrainingTask, pretrain_images
 from glomo_jax.squad.config import SquadConfig, SquadFiles
 from glomo_jax.squad.run import run_squad
 from glomo_jax.squad.task import SquadTask
-from glomo_jax.tasks import run_transfer
-from glomo_jax.tasks.classification import ClassificationTask
+from glomo_jax.classification import run_classification
+from glomo_jax.classification.task import ClassificationTask
 from glomo_jax.train import NonFiniteLossError
 from test_cifar import config_for as cifar_config
 from test_cifar import write_cifar
@@ -43,7 +43,7 @@ def with_steps(optim, steps):
 
 def classification(tmp_path):
   config = imdb_config(tmp_path)
-  return ClassificationTask, lambda w: run_transfer(
+  return ClassificationTask, lambda w: run_classification(
       config.replace(optim=with_steps(config.optim, 4)), w, devices=ONE)
 
 

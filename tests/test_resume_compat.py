@@ -33,14 +33,14 @@ def test_a_resumed_run_may_change_how_the_transfer_applies_its_graphs():
   path to it is among the fields a resumed run may change."""
   import dataclasses  # noqa: PLC0415
   from glomo_jax.images.cifar import CifarConfig  # noqa: PLC0415
-  from glomo_jax.tasks import TransferConfig  # noqa: PLC0415
+  from glomo_jax.classification import ClassificationConfig  # noqa: PLC0415
   from glomo_jax.train.run_config import changed_fields  # noqa: PLC0415
   cifar = CifarConfig()
   other = dataclasses.replace(cifar, transfer=dataclasses.replace(cifar.transfer,
                                                                   apply_as="candidates"))
   changed = changed_fields(cifar.to_dict(), other.to_dict())
   assert changed == ["transfer.apply_as"] and set(changed) <= set(other.resumable())
-  text = TransferConfig()
+  text = ClassificationConfig()
   other = dataclasses.replace(text, model=dataclasses.replace(
       text.model, transfer=dataclasses.replace(text.model.transfer, apply_as="candidates")))
   changed = changed_fields(text.to_dict(), other.to_dict())
@@ -67,15 +67,15 @@ def test_a_config_json_of_the_earlier_layout_reads_and_resumes(tmp_path):
   import pytest  # noqa: PLC0415
   from glomo_jax.images.cifar import CifarConfig  # noqa: PLC0415
   from glomo_jax.squad import SquadConfig  # noqa: PLC0415
-  from glomo_jax.tasks import TransferConfig  # noqa: PLC0415
+  from glomo_jax.classification import ClassificationConfig  # noqa: PLC0415
   from glomo_jax.train.run_config import check_run_config  # noqa: PLC0415
   config = PretrainConfig(loop=PretrainConfig().loop.__class__(num_steps=77, eval_every=5))
   flat = {k: v for k, v in config.to_dict().items() if k != "loop"} | config.to_dict()["loop"]
   assert PretrainConfig.from_dict(flat) == config
-  text = TransferConfig()
+  text = ClassificationConfig()
   old = text.to_dict() | {"model": flat_transfer(text.to_dict()["model"])}
   old["model"]["graph_apply"] = "mixtures"
-  assert TransferConfig.from_dict(old).model.transfer.apply_as == "mixtures"
+  assert ClassificationConfig.from_dict(old).model.transfer.apply_as == "mixtures"
   squad = SquadConfig()
   assert SquadConfig.from_dict(squad.to_dict() | {
       "model": flat_transfer(squad.to_dict()["model"])}) == squad
@@ -85,10 +85,10 @@ def test_a_config_json_of_the_earlier_layout_reads_and_resumes(tmp_path):
   assert CifarConfig.from_dict(old_cifar) == cifar
   # a resumed text run: the recorded earlier layout is the same config
   (tmp_path / "config.json").write_text(json.dumps(old))
-  same = TransferConfig.from_dict(old)
-  check_run_config(str(tmp_path), same.to_dict(), same.resumable(), TransferConfig)
+  same = ClassificationConfig.from_dict(old)
+  check_run_config(str(tmp_path), same.to_dict(), same.resumable(), ClassificationConfig)
   with pytest.raises(ValueError, match=r"changed: model\.transfer\.num_mixtures"):
     other = same.replace(model=same.model.__class__(**{
         **vars(same.model), "transfer": same.model.transfer.__class__(num_mixtures=3,
                                                                       apply_as="mixtures")}))
-    check_run_config(str(tmp_path), other.to_dict(), other.resumable(), TransferConfig)
+    check_run_config(str(tmp_path), other.to_dict(), other.resumable(), ClassificationConfig)

@@ -15,7 +15,8 @@ sys.path.insert(0, REPO)
 
 from experiments.configs import sst2 as sst2_config  # noqa: E402
 from glomo_jax.errors import InputError  # noqa: E402
-from glomo_jax.tasks import TransferConfig, read_split, run_transfer  # noqa: E402
+from glomo_jax.classification import ClassificationConfig, run_classification  # noqa: E402
+from glomo_jax.text import read_split  # noqa: E402
 
 POSITIVE = ("a great , moving film", "the best of the year", "great fun")
 NEGATIVE = ("a dull , awful mess", "the worst of the year", "awful")
@@ -50,7 +51,7 @@ def test_tiny_run_reports_validation_and_test_accuracy(tmp_path):
   config.files.train = write_tsv(tmp_path / "train.tsv.gz", 40, 1)
   config.files.test = write_tsv(tmp_path / "dev.tsv.gz", 10, 2)
   config.optim.steps, config.optim.eval_every = 4, 2
-  results = run_transfer(TransferConfig.from_dict(config.to_dict()), str(tmp_path / "run"),
+  results = run_classification(ClassificationConfig.from_dict(config.to_dict()), str(tmp_path / "run"),
                          devices=jax.devices()[:1])
   assert (results["task"], results["variant"], results["steps"]) == ("sst2", "baseline", 4)
   assert results["examples"] == {"train": 36, "validation": 4, "test": 10}

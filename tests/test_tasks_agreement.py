@@ -5,8 +5,8 @@ import pytest
 
 from glomo_jax.data.synthetic import (PLURAL_VERBS, SINGULAR_VERBS, SyntheticConfig,
                                       generate_document)
-from glomo_jax.tasks.agreement import (AGREEMENT_LABELS, agreement_split,
-                                       load_agreement_task, sentences_with_verbs)
+from glomo_jax.classification.agreement import (AGREEMENT_LABELS, agreement_split,
+                                                load_agreement_task, sentences_with_verbs)
 
 SYN = SyntheticConfig(num_documents=50, seed=3)
 

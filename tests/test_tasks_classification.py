@@ -1,4 +1,4 @@
-"""Downstream training on the one loop (`glomo_jax.tasks.run_transfer`): a
+"""Downstream training on the one loop (`glomo_jax.classification.run_classification`): a
 tiny IMDB-style task is learned with frozen embeddings and early stopping;
 graphs of a real exported predictor come from the graph cache; a run killed
 with SIGKILL and resumed ends bit-identical to a straight run; 8 fake devices
@@ -15,11 +15,12 @@ import orbax.checkpoint as ocp
 import pytest
 
 from glomo_jax.export import load_graph_predictor
-from glomo_jax.tasks import (ClassificationTask, TaskGraphs, TransferConfig, build_model,
-                             embedding_matrix, load_task_data, make_batch,
-                             run_transfer)
+from glomo_jax.classification import (ClassificationConfig, ClassificationTask, build_model,
+                                      load_task_data, run_classification)
+from glomo_jax.graphs import TaskGraphs
+from glomo_jax.text import embedding_matrix, make_batch
 from glomo_jax.downstream.options import OptimOptions
-from glomo_jax.tasks.config import ClassifierOptions, TaskFiles
+from glomo_jax.classification.config import ClassifierOptions, TaskFiles
 from glomo_jax.transfer.options import TransferOptions
 from glomo_jax.graphs.unit_graphs import word_graphs
 from conftest import (REPO, assert_trees_equal, kill_during_run, kill_seed, nli_records, reviews,
@@ -28,11 +29,11 @@ from conftest import (REPO, assert_trees_equal, kill_during_run, kill_seed, nli_
 ONE = jax.devices()[:1]  # in-process runs on one device: cheaper compiles
 
 
-def imdb_config(tmp_path, **changes) -> TransferConfig:
+def imdb_config(tmp_path, **changes) -> ClassificationConfig:
   files = TaskFiles(train=write_jsonl(tmp_path / "train.jsonl", reviews(64, 0)),
                     test=write_jsonl(tmp_path / "test.jsonl", reviews(20, 1)))
   # max_words = length_multiple: one padded length, one compiled step
-  config = TransferConfig(
+  config = ClassificationConfig(
       task="imdb", files=files, val_fraction=0.25, max_words=12, length_multiple=12,
       model=ClassifierOptions(embed_dim=16, hidden=16, dropout_rate=0.1,
                               freeze_embeddings=True, oov_scale=0.5),
@@ -55,7 +56,7 @@ def test_imdb_learns_a_tiny_task_with_frozen_embeddings_and_early_stopping(tmp_p
   monkeypatch.setattr(ClassificationTask, "loss",
                       lambda self, *a: traces.append(1) or loss(self, *a))
   with caplog.at_level(logging.INFO, logger="glomo_jax.train"):
-    results = run_transfer(config, workdir, devices=ONE)
+    results = run_classification(config, workdir, devices=ONE)
   # traced once for the step's metric shapes, and that trace is compiled
   # (`train.step.jitted_train_step`: the real state has the abstract one's types)
   assert len(traces) == 1
@@ -87,7 +88,7 @@ def test_imdb_learns_a_tiny_task_with_frozen_embeddings_and_early_stopping(tmp_p
   again = task.evaluate("test", lambda batch: jax.device_get(eval_step(variables, batch)))
   assert again["accuracy"] == pytest.approx(results["test"])
   # a rerun of the finished run trains nothing and reports the same
-  rerun = run_transfer(config, workdir, devices=ONE)
+  rerun = run_classification(config, workdir, devices=ONE)
   assert {k: rerun[k] for k in ("validation_accuracy", "test", "best_step", "steps")} == {
       k: results[k] for k in ("validation_accuracy", "test", "best_step", "steps")}
 
@@ -96,7 +97,7 @@ def test_esim_with_graphs_from_a_real_predictor(tiny_export, tmp_path):
   files = TaskFiles(train=write_jsonl(tmp_path / "train.jsonl", nli_records(2)),
                     matched=write_jsonl(tmp_path / "m.jsonl", nli_records()[:5]),
                     mismatched=write_jsonl(tmp_path / "mm.jsonl", nli_records()[5:]))
-  config = TransferConfig(
+  config = ClassificationConfig(
       task="mnli", files=files, val_fraction=0.25, max_words=10, length_multiple=10,
       variant="embeddings", predictor_export=tiny_export, graph_cache_dtype="float32",
       model=ClassifierOptions(embed_dim=8, hidden=8, dropout_rate=0.1,
@@ -104,7 +105,7 @@ def test_esim_with_graphs_from_a_real_predictor(tiny_export, tmp_path):
       optim=OptimOptions(learning_rate=0.01, batch_size=8, eval_batch_size=8, steps=6,
                          eval_every=3, log_every=3), seed=1, compile_fast=True)
   workdir = tmp_path / "run"
-  results = run_transfer(config, str(workdir), devices=ONE)
+  results = run_classification(config, str(workdir), devices=ONE)
   assert all(0.0 <= results[k] <= 1.0 for k in ("validation_accuracy", "matched", "mismatched"))
   assert len(results["curves"]) == 2
   assert "transfer" in saved_params(str(workdir), "best", results["best_step"])
@@ -142,7 +143,7 @@ def test_esim_with_graphs_from_a_real_predictor(tiny_export, tmp_path):
 
 
 def transfer_cmd(workdir, train, test):
-  return [sys.executable, "-m", "experiments.transfer",
+  return [sys.executable, "-m", "experiments.classify",
           "--config=experiments/configs/imdb.py:tiny", f"--workdir={workdir}",
           f"--config.files.train={train}", f"--config.files.test={test}",
           "--config.optim.steps=16", "--config.optim.eval_every=4",
@@ -183,8 +184,8 @@ def test_downstream_run_on_eight_devices_matches_one_device(tmp_path):
   config = imdb_config(tmp_path).replace(
       optim=OptimOptions(learning_rate=0.01, batch_size=8, eval_batch_size=8, steps=4,
                          eval_every=2, log_every=2))
-  one = run_transfer(config, str(tmp_path / "one"), devices=jax.devices()[:1])
-  eight = run_transfer(config, str(tmp_path / "eight"), devices=jax.devices()[:8])
+  one = run_classification(config, str(tmp_path / "one"), devices=jax.devices()[:1])
+  eight = run_classification(config, str(tmp_path / "eight"), devices=jax.devices()[:8])
   np.testing.assert_allclose([c["train_loss"] for c in one["curves"]],
                              [c["train_loss"] for c in eight["curves"]], rtol=1e-5)
   assert [c["validation_accuracy"] for c in one["curves"]] == [
@@ -203,5 +204,5 @@ def test_downstream_run_on_eight_devices_matches_one_device(tmp_path):
     compared += 1
   assert compared >= 10
   with pytest.raises(ValueError, match="cannot be split over the 8 devices"):
-    run_transfer(config.replace(optim=OptimOptions(batch_size=6, steps=1)),
+    run_classification(config.replace(optim=OptimOptions(batch_size=6, steps=1)),
                  str(tmp_path / "bad"), devices=jax.devices()[:8])

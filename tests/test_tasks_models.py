@@ -13,8 +13,8 @@ import tensorflow_datasets as tfds
 
 from glomo_jax import tuning
 from glomo_jax.text import batching, layers, readers
-from glomo_jax.tasks.esim import ESIM, soft_align
-from glomo_jax.tasks.text_classifier import TextClassifier
+from glomo_jax.classification.esim import ESIM, soft_align
+from glomo_jax.classification.text_classifier import TextClassifier
 from glomo_jax.transfer.layer import GraphTransfer
 from glomo_jax.transfer.options import TEXT_VARIANTS, TransferOptions
 

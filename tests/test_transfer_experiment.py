@@ -1,4 +1,4 @@
-"""experiments/transfer.py and glomo_jax.tasks.run_transfer end to end on tiny
+"""experiments/classify.py and glomo_jax.classification.run_classification end to end on tiny
 local files: the baseline from the command line (with a test split), the
 'embeddings' variant with a tiny exported predictor and its on-disk graph
 cache (train-only data), the configs, the errors raised before any work, and
@@ -21,7 +21,7 @@ from experiments.configs import imdb as imdb_config  # noqa: E402
 from experiments.configs import mnli as mnli_config  # noqa: E402
 from experiments.configs import sst2 as sst2_config  # noqa: E402
 from experiments.configs import verb_number as verb_number_config  # noqa: E402
-from glomo_jax.tasks import TransferConfig, run_transfer  # noqa: E402
+from glomo_jax.classification import ClassificationConfig, run_classification  # noqa: E402
 from glomo_jax.transfer.options import TEXT_VARIANTS  # noqa: E402
 
 KEYS = {"task", "variant", "seed", "validation_accuracy", "best_step", "steps",
@@ -38,8 +38,8 @@ def _glove(path, words, dim):
 
 
 def run(config, workdir):
-  """run_transfer on one device (cheaper compiles)."""
-  return run_transfer(TransferConfig.from_dict(config.to_dict()), str(workdir),
+  """run_classification on one device (cheaper compiles)."""
+  return run_classification(ClassificationConfig.from_dict(config.to_dict()), str(workdir),
                       devices=jax.devices()[:1])
 
 
@@ -50,7 +50,7 @@ def test_transfer_configs_load(name, arg):
             "agreement": agreement_config, "verb_number": verb_number_config}[name]
   config = module.get_config(arg)
   assert config.task == name and config.variant in TEXT_VARIANTS
-  TransferConfig.from_dict(config.to_dict())  # every field is a TransferConfig field
+  ClassificationConfig.from_dict(config.to_dict())  # every field is a ClassificationConfig field
   assert "corpus" not in config  # not a pretraining config (tests/test_configs.py)
   assert config.files.train is None  # no default data path
   assert config.graph_cache_dir is None and config.predictor_export is None
@@ -70,7 +70,7 @@ def test_baseline_from_the_command_line_reports_test_accuracy(tmp_path):
   glove = _glove(tmp_path / "glove.txt", ["great", "awful", "movie", "the"], 16)
   workdir = tmp_path / "run"
   out = subprocess.run(
-      [sys.executable, "-m", "experiments.transfer",
+      [sys.executable, "-m", "experiments.classify",
        "--config=experiments/configs/imdb.py:tiny", f"--workdir={workdir}",
        f"--config.files.train={train}", f"--config.files.test={test}",
        f"--config.glove_path={glove}", "--config.seed=1", "--config.optim.steps=4",
@@ -247,7 +247,7 @@ def test_errors_before_any_work(tmp_path):
 def test_grid_runs_variants_and_seeds_resumes_and_tabulates(tmp_path):
   import shutil  # noqa: PLC0415
   root = tmp_path / "grid"
-  cmd = [sys.executable, "-m", "experiments.transfer_grid",
+  cmd = [sys.executable, "-m", "experiments.classify_grid",
          "--config=experiments/configs/agreement.py:tiny", f"--root={root}",
          "--variants=baseline,uniform", "--seeds=0,1",
          f"--parallel={2 if shutil.which('taskset') else 1}", "--",
@@ -278,7 +278,7 @@ def test_grid_tabulates_squad_runs(tmp_path):
         "variant": variant, "seed": seed, "train_time_s": 600.0,
         "validation": {"exact_match": f1 - 10, "f1": f1},
         "dev": {"exact_match": f1 - 12, "f1": f1 - 1}}))
-  out = subprocess.run([sys.executable, "-m", "experiments.transfer_grid", "--entry=squad",
+  out = subprocess.run([sys.executable, "-m", "experiments.classify_grid", "--entry=squad",
                         "--config=experiments/configs/squad.py:cpu", f"--root={tmp_path}",
                         "--variants=baseline,embeddings", "--table_only"],
                        cwd=REPO, capture_output=True, text=True, timeout=120)

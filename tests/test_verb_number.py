@@ -1,4 +1,4 @@
-"""The verb-number task (glomo_jax.tasks.verb_number): the raw-text rule and
+"""The verb-number task (glomo_jax.classification.verb_number): the raw-text rule and
 the treebank's gold labels on hand-made sentences, the JSON-lines reader (the
 words before the verb only; one-line errors; fuzzed), the oracle graphs'
 arcs, scores by group, the subject-arc table, and a tiny run of an oracle and
@@ -22,16 +22,16 @@ from experiments.configs import verb_number as vn_config  # noqa: E402
 from glomo_jax.downstream.scores import ScoreGroup, group_accuracy, group_membership  # noqa: E402
 from glomo_jax.errors import InputError  # noqa: E402
 from glomo_jax.eval.conllu import read_conllu  # noqa: E402
-from glomo_jax.eval.subject_arcs import forward_rows, instances, score_subject_arcs  # noqa: E402
+from glomo_jax.classification.subject_arcs import forward_rows, instances, score_subject_arcs  # noqa: E402
 from glomo_jax.export.predictor import load_graph_predictor  # noqa: E402
-from glomo_jax.tasks import TransferConfig, run_transfer  # noqa: E402
+from glomo_jax.classification import ClassificationConfig, run_classification  # noqa: E402
 from glomo_jax.text.splits import TaskData  # noqa: E402
 from glomo_jax.graphs.task_graphs import ArcGraphs  # noqa: E402
-from glomo_jax.tasks.verb_number import (NUMBER_LABELS, load_number_task,  # noqa: E402
-                                         read_number_split, tree_arcs)
-from glomo_jax.tasks.verb_number_sources import (rule_accuracy, rule_label,  # noqa: E402
-                                                 split_sentences, text_examples,
-                                                 treebank_examples)
+from glomo_jax.classification.verb_number import (NUMBER_LABELS, load_number_task,  # noqa: E402
+                                                  read_number_split, tree_arcs)
+from glomo_jax.classification.verb_number_sources import (rule_accuracy, rule_label,  # noqa: E402
+                                                          split_sentences, text_examples,
+                                                          treebank_examples)
 
 # "The keys to the cabinet are here ." / "The cat and the dog were asleep ." /
 # "You are late ." / "There is a dog ."
@@ -265,7 +265,7 @@ def test_tiny_runs_report_scores_by_group(tmp_path, tiny_export, variant, graph_
   if graph_source == "predictor":
     config.predictor_export = tiny_export
   config.optim.steps, config.optim.eval_every = 2, 2
-  results = run_transfer(TransferConfig.from_dict(config.to_dict()), str(tmp_path / "run"),
+  results = run_classification(ClassificationConfig.from_dict(config.to_dict()), str(tmp_path / "run"),
                          devices=jax.devices()[:1])
   assert results["task"] == "verb_number" and results["examples"]["gold"] == 2
   assert results["graph_source"] == graph_source and results["test"] is None
@@ -318,8 +318,8 @@ def test_data_command_writes_every_set(tmp_path):
 
 
 def test_config_refuses_a_carved_test_split():
-  from glomo_jax.tasks.config import TaskFiles  # noqa: PLC0415
-  config = TransferConfig(task="verb_number", source="files", files=TaskFiles(train="x"),
+  from glomo_jax.classification.config import TaskFiles  # noqa: PLC0415
+  config = ClassificationConfig(task="verb_number", source="files", files=TaskFiles(train="x"),
                           test_fraction=0.1)
   with pytest.raises(ValueError, match="carves no test split"):
     config.check()

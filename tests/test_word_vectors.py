@@ -12,8 +12,8 @@ import pytest
 
 from glomo_jax.text.glove import read_glove
 from glomo_jax.text.word_vectors import (corpus_vocabulary, cooccurrence_counts,
-                                          extended_glove, fit_linear_map, positive_pmi,
-                                          svd_vectors)
+                                         extended_glove, fit_linear_map, positive_pmi,
+                                         svd_vectors)
 
 
 def test_vocabulary_orders_by_count_and_marks_dropped_words():

@@ -1,10 +1,10 @@
 r"""Agreement judgements on the built-in synthetic language (no download):
-does every verb agree with its subject? (glomo_jax.tasks.agreement)
+does every verb agree with its subject? (glomo_jax.classification.agreement)
 
-  python -m experiments.transfer --config=experiments/configs/agreement.py \
+  python -m experiments.classify --config=experiments/configs/agreement.py \
       --workdir=runs/agreement_baseline
 
-  python -m experiments.transfer --config=experiments/configs/agreement.py \
+  python -m experiments.classify --config=experiments/configs/agreement.py \
       --config.variant=embeddings --config.predictor_export=runs/demo/export \
       --workdir=runs/agreement_embeddings
 
@@ -16,11 +16,11 @@ self-attention) with random word vectors. The demo (`experiments.demo`)
 runs the baseline and the GLoMo variant of this config after pretraining.
 `:tiny` is a seconds-long smoke run.
 """
-from experiments.configs.common import tiny_preset, transfer_config
+from experiments.configs.common import classification_config, tiny_preset
 
 
 def get_config(arg: str = ""):
-  config = transfer_config(
+  config = classification_config(
       "agreement", max_words=32,
       model={"embed_dim": 64, "hidden": 64, "rnn_layers": None, "dropout_rate": 0.1},
       optim={"learning_rate": 2e-3, "clip_norm": 5.0, "batch_size": 32, "steps": 1000,

@@ -26,7 +26,7 @@ from glomo_jax.config import field_type
 from glomo_jax.data.corpus import CorpusSpec
 from glomo_jax.downstream.options import OptimOptions
 from glomo_jax.pretraining import PretrainConfig
-from glomo_jax.tasks.config import ClassifierOptions, TransferConfig
+from glomo_jax.classification.config import ClassifierOptions, ClassificationConfig
 from glomo_jax.train.config import LoopOptions
 
 
@@ -68,11 +68,11 @@ def base_config(model: ModelConfig, corpus: dict, loop: dict, **fields
                                     loop=LoopOptions(**loop), **fields))
 
 
-def transfer_config(task: str, *, max_words: int, model: dict, optim: dict,
+def classification_config(task: str, *, max_words: int, model: dict, optim: dict,
                     **fields) -> ml_collections.ConfigDict:
-  """A text classification config: every TransferConfig field, with the
+  """A text classification config: every ClassificationConfig field, with the
   task's model and optimiser values set."""
-  return config_dict(TransferConfig(
+  return config_dict(ClassificationConfig(
       task=task, max_words=max_words, model=ClassifierOptions(**model),
       optim=OptimOptions(**optim), **fields))
 

@@ -1,11 +1,11 @@
 r"""IMDB sentiment with GLoMo transfer (the paper's §3.2 classifier).
 
-  python -m experiments.transfer --config=experiments/configs/imdb.py \
+  python -m experiments.classify --config=experiments/configs/imdb.py \
       --config.files.train=../shared/data/imdb/imdb_train.jsonl.gz \
       --config.glove_path=../shared/data/glove/glove.6B.100d.top2604.txt.gz \
       --workdir=runs/imdb_baseline [--config.seed=1]
 
-  python -m experiments.transfer --config=experiments/configs/imdb.py \
+  python -m experiments.classify --config=experiments/configs/imdb.py \
       --config.files.train=../shared/data/imdb/imdb_train.jsonl.gz \
       --config.variant=embeddings --config.predictor_export=runs/wiki_cpu/export \
       --workdir=runs/imdb_embeddings
@@ -26,11 +26,11 @@ max_words) (float16: ~0.5 MB per 100-word review for L = 3, K = 4), so the
 whole IMDB train set needs tens of GB. Rerunning a command resumes its run.
 `:tiny` is a seconds-long smoke run.
 """
-from experiments.configs.common import tiny_preset, transfer_config
+from experiments.configs.common import classification_config, tiny_preset
 
 
 def get_config(arg: str = ""):
-  config = transfer_config(
+  config = classification_config(
       "imdb", max_words=400,
       model={"embed_dim": 100, "hidden": 128, "rnn_layers": None, "dropout_rate": 0.2},
       optim={"learning_rate": 1e-3, "clip_norm": 10.0, "batch_size": 32, "epochs": 10.0,

@@ -1,11 +1,11 @@
 r"""MNLI (or SNLI) with GLoMo transfer: ESIM + self-attention (the paper's §3.2).
 
-  python -m experiments.transfer --config=experiments/configs/mnli.py \
+  python -m experiments.classify --config=experiments/configs/mnli.py \
       --config.files.train=../shared/data/mnli/mnli_train_subset_9k.jsonl.xz \
       --config.glove_path=../shared/data/glove/glove.6B.100d.top2604.txt.gz \
       --workdir=runs/mnli_baseline [--config.seed=1]
 
-  python -m experiments.transfer --config=experiments/configs/mnli.py \
+  python -m experiments.classify --config=experiments/configs/mnli.py \
       --config.files.train=../shared/data/mnli/mnli_train_subset_9k.jsonl.xz \
       --config.variant=embeddings --config.predictor_export=runs/wiki_cpu/export \
       --workdir=runs/mnli_embeddings
@@ -19,11 +19,11 @@ adds the official validation_matched / mismatched accuracies (what the paper
 reports). `--config.task=snli` reads SNLI (eval split 'test'). Data paths have no default. Variants and the graph
 cache as in imdb.py. `:tiny` is a seconds-long smoke run.
 """
-from experiments.configs.common import tiny_preset, transfer_config
+from experiments.configs.common import classification_config, tiny_preset
 
 
 def get_config(arg: str = ""):
-  config = transfer_config(
+  config = classification_config(
       "mnli", max_words=64,
       model={"embed_dim": 100, "hidden": 300, "dropout_rate": 0.5, "self_attention": True},
       optim={"learning_rate": 4e-4, "clip_norm": 10.0, "batch_size": 32, "epochs": 10.0,

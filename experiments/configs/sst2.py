@@ -2,7 +2,7 @@ r"""SST-2 sentence sentiment with GLoMo transfer: the one-text classifier of
 imdb.py on GLUE's SST-2 (lower-cased, PTB-tokenized sentences, label 1 =
 positive).
 
-  python -m experiments.transfer --config=experiments/configs/sst2.py \
+  python -m experiments.classify --config=experiments/configs/sst2.py \
       --config.files.train=../shared/data/sst2/sst2_train.tsv.gz \
       --config.files.test=../shared/data/sst2/sst2_dev.tsv.gz \
       --config.glove_path=../shared/data/glove/glove.6B.100d.top2604.txt.gz \
@@ -19,11 +19,11 @@ curves). `--config.source=tfds` reads glue/sst2 (its validation split as
 test). Variants and the graph cache as in imdb.py. `:tiny` is a
 seconds-long smoke run.
 """
-from experiments.configs.common import tiny_preset, transfer_config
+from experiments.configs.common import classification_config, tiny_preset
 
 
 def get_config(arg: str = ""):
-  config = transfer_config(
+  config = classification_config(
       "sst2", max_words=64,
       model={"embed_dim": 100, "hidden": 128, "rnn_layers": None, "dropout_rate": 0.2},
       optim={"learning_rate": 1e-3, "clip_norm": 10.0, "batch_size": 32, "epochs": 3.0,

@@ -1,4 +1,4 @@
-r"""Verb number prediction on real English (glomo_jax.tasks.verb_number): the
+r"""Verb number prediction on real English (glomo_jax.classification.verb_number): the
 words before a finite verb → singular or plural; scores split by attractors
 and subject distance where the data has them.
 
@@ -9,7 +9,7 @@ and subject distance where the data has them.
 
   # trained on rule-labelled Wikipedia, tested on held-out Wikipedia and on
   # every gold-parsed UD instance (never seen in training):
-  python -m experiments.transfer --config=experiments/configs/verb_number.py \
+  python -m experiments.classify --config=experiments/configs/verb_number.py \
       --config.files.train=runs/verb_number_data/wiki_train.jsonl.gz \
       --config.files.test=runs/verb_number_data/wiki_test.jsonl.gz \
       --config.files.gold=runs/verb_number_data/ud_all.jsonl.gz \
@@ -17,7 +17,7 @@ and subject distance where the data has them.
   ... --config.variant=embeddings --config.predictor_export=runs/wiki_cpu/export
 
   # the oracles (gold arcs as graphs): `:ud` trains on UD train, tests on UD dev
-  python -m experiments.transfer --config=experiments/configs/verb_number.py:ud \
+  python -m experiments.classify --config=experiments/configs/verb_number.py:ud \
       --config.files.train=runs/verb_number_data/ud_train.jsonl.gz \
       --config.files.gold=runs/verb_number_data/ud_dev.jsonl.gz \
       --config.variant=embeddings --config.graph_source=arcs \
@@ -27,11 +27,11 @@ The model is the one-text classifier of sst2.py (BiGRU, self-attention
 pooling), reading only the words before the verb. `:tiny` is a
 seconds-long smoke run.
 """
-from experiments.configs.common import tiny_preset, transfer_config
+from experiments.configs.common import classification_config, tiny_preset
 
 
 def get_config(arg: str = ""):
-  config = transfer_config(
+  config = classification_config(
       "verb_number", max_words=50,
       model={"embed_dim": 100, "hidden": 128, "rnn_layers": None, "dropout_rate": 0.2},
       optim={"learning_rate": 1e-3, "clip_norm": 10.0, "batch_size": 32, "epochs": 4.0,

@@ -13,7 +13,7 @@ function on these pieces (WORKSPACE.md, "Adding a downstream task").
 * `scores`: classification sums and the sum-based evaluation of a split.
 * `run`: `train_and_report` (the loop, then results.json), `load_predictor`.
 
-The task definitions on it: text classification (`glomo_jax.tasks`: IMDB,
+The task definitions on it: text classification (`glomo_jax.classification`: IMDB,
 SST-2, MNLI / SNLI, agreement), SQuAD (`glomo_jax.squad`), CIFAR-10
 (`glomo_jax.images.cifar`).
 """

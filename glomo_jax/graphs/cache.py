@@ -38,7 +38,7 @@ import numpy as np
 from glomo_jax.errors import InputError
 from glomo_jax.graphs.cache_build import build_cache
 from glomo_jax.graphs.cache_files import (CHECKSUMS, COUNTS, GRAPHS, INDICES, LENGTHS, META,
-                                            OFFSETS, crc32, file_damage, remove_cache)
+                                          OFFSETS, crc32, file_damage, remove_cache)
 from glomo_jax.graphs.cache_key import cache_key, cache_request
 from glomo_jax.graphs.sparse_rows import unpack_rows
 

@@ -148,7 +148,7 @@ class ArcGraphs:
 
   Args:
     data: a TaskData whose splits carry `arcs` (the agreement task; the
-      verb-number task's gold subject arc or tree, `tasks.verb_number`).
+      verb-number task's gold subject arc or tree, `classification.verb_number`).
     num_layers, num_heads: the [2L, K] of the graphs.
   """
 

@@ -67,7 +67,7 @@ class SquadConfig(DownstreamConfig):
     max_span: most words in a predicted answer (document-qa 17).
     model: the reader's fields.
     graph_cache_dir, graph_cache_dtype, graph_batch_size,
-      graph_self_loops, graph_text: the graph source (as in TransferConfig);
+      graph_self_loops, graph_text: the graph source (as in ClassificationConfig);
       graphs are computed per paragraph and per question, by default from
       the passage and question texts as written ('raw'; 'words': the
       lower-cased words joined by spaces). graphs_on_the_fly: no disk cache; each

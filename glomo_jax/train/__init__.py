@@ -1,6 +1,6 @@
 """The one training loop and its parts: mesh and shardings, train state,
 steps, checkpoints, preemption, progress. Tasks (pretraining, downstream)
-live in `glomo_jax.pretraining` and `glomo_jax.tasks`."""
+live in `glomo_jax.pretraining` and `glomo_jax.classification`."""
 from glomo_jax.train.checkpoint import Checkpointer, UnrestorableCheckpointError
 from glomo_jax.train.config import LoopConfig
 from glomo_jax.train.loop import NonFiniteLossError, run

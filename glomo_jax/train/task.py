@@ -4,7 +4,7 @@ The loop owns everything generic (mesh and shardings, the train state,
 checkpoints with exact resume, preemption, progress, TensorBoard, the
 non-finite guard, best-checkpoint and early-stopping bookkeeping); a task
 says what is trained, on what, and how it is scored. Pretraining
-(`glomo_jax.pretraining`) and every downstream task (`glomo_jax.tasks`) are
+(`glomo_jax.pretraining`) and every downstream task (`glomo_jax.classification`) are
 tasks.
 
 Batches are dicts of numpy arrays holding this process's rows of a global

@@ -1,4 +1,4 @@
-"""Examples of the verb-number task (`glomo_jax.tasks.verb_number`) from raw
+"""Examples of the verb-number task (`glomo_jax.classification.verb_number`) from raw
 text, by a rule, and from a UD treebank, by its gold parses.
 
 Raw text (`rule_label`, `text_examples`): a verb form that fixes its own

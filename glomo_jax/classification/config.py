@@ -1,7 +1,7 @@
-"""`TransferConfig`: every field of a text classification run (IMDB, SST-2,
+"""`ClassificationConfig`: every field of a text classification run (IMDB, SST-2,
 MNLI / SNLI, agreement), as dataclasses on `DownstreamConfig`.
 
-Experiments build it from a ConfigDict (`TransferConfig.from_dict(config.
+Experiments build it from a ConfigDict (`ClassificationConfig.from_dict(config.
 to_dict())`); unknown keys are errors. `check()` reports a config that
 cannot run (missing data path, a graph variant without a predictor, ...)
 before any work is done.
@@ -13,7 +13,7 @@ import dataclasses
 from glomo_jax.downstream.config import DownstreamConfig
 from glomo_jax.downstream.options import TfdsOptions
 from glomo_jax.text.readers import TASKS
-from glomo_jax.tasks.verb_number import EVAL_SPLITS as VERB_NUMBER_SPLITS, ORACLE_ARCS
+from glomo_jax.classification.verb_number import EVAL_SPLITS as VERB_NUMBER_SPLITS, ORACLE_ARCS
 from glomo_jax.transfer.options import TRANSFER_MOVED_FIELDS, TransferOptions
 
 # Each task's evaluation splits (reported as results, besides validation).
@@ -78,14 +78,14 @@ class ClassifierOptions:
 
 
 @dataclasses.dataclass(frozen=True)
-class TransferConfig(DownstreamConfig):
+class ClassificationConfig(DownstreamConfig):
   """One text classification run: task data, word vectors, graph source,
   model, training; and `DownstreamConfig`'s fields (variant, predictor_export,
   optim, seed, data_seed, mesh_data, compile_fast).
 
   Attributes:
     task: 'imdb', 'sst2', 'mnli', 'snli', 'agreement' or 'verb_number'
-      (`tasks.verb_number`: JSON lines; splits train, test, gold).
+      (`classification.verb_number`: JSON lines; splits train, test, gold).
     source: 'files' (JSON lines; TSV for sst2), 'tfds' or 'synthetic' (task
       'agreement').
     files, tfds, synthetic: each source's settings.

@@ -12,7 +12,7 @@
 # MNLI and IMDB trained longer (about 2.5 hours more), and at the end the predictor
 # table, the SST-2 curve and both grids with the preset's predictor. CPU-scale task
 # settings: see experiments/RESULTS.md. Every step resumes where it stopped.
-# Usage: experiments/run_transfer_experiments.sh [DATA_DIR] [RUNS_DIR]
+# Usage: experiments/run_experiments.sh [DATA_DIR] [RUNS_DIR]
 set -euo pipefail
 DATA=$(realpath -m "${1:-$(dirname "$0")/../../shared/data}")
 RUNS=$(realpath -m "${2:-$(dirname "$0")/../runs}")
@@ -55,7 +55,7 @@ $PY -m experiments.data_efficiency --export="$RUNS/demo/export" \
     --root="$RUNS/data_efficiency" --parallel=2
 # MNLI: one run builds the graph cache before the parallel runs share it
 [ -f "$RUNS/grid/mnli/embeddings_s0/results.json" ] || \
-  $PY -m experiments.transfer --config=experiments/configs/mnli.py \
+  $PY -m experiments.classify --config=experiments/configs/mnli.py \
     --config.variant=embeddings --workdir="$RUNS/grid/mnli_cache_build" \
     --config.files.train="$DATA/mnli/mnli_train_subset_9k.jsonl.xz" \
     --config.predictor_export="$EXPORT" --config.graph_cache_dir="$RUNS/grid/mnli_graph_cache" \
@@ -64,11 +64,11 @@ MNLI=(--config.files.train="$DATA/mnli/mnli_train_subset_9k.jsonl.xz"
       --config.predictor_export="$EXPORT" --config.graph_cache_dir="$RUNS/grid/mnli_graph_cache"
       --config.model.hidden=100 --config.length_multiple=32
       --config.optim.epochs=2 --config.optim.eval_every=127 --config.optim.patience=100)
-$PY -m experiments.transfer_grid --config=experiments/configs/mnli.py \
+$PY -m experiments.classify_grid --config=experiments/configs/mnli.py \
     --root="$RUNS/grid/mnli" --variants=embeddings,rnn,baseline,uniform --seeds=0,1,2 \
     --parallel=2 -- "${MNLI[@]}" --config.glove_path="$GLOVE"
 # the baseline of the RNN-states variant's depth (two input-encoding BiLSTMs)
-$PY -m experiments.transfer_grid --config=experiments/configs/mnli.py \
+$PY -m experiments.classify_grid --config=experiments/configs/mnli.py \
     --root="$RUNS/grid/mnli_deep_baseline" --variants=baseline --seeds=0,1,2 --parallel=2 -- \
     "${MNLI[@]}" --config.glove_path="$GLOVE" --config.model.rnn_layers=2
 # word vectors: GloVe extended by Wikipedia vectors (6 min, one core), then MNLI with
@@ -77,18 +77,18 @@ WIKI_GLOVE="$RUNS/word_vectors/glove_wiki.100d.txt.gz"
 [ -f "$WIKI_GLOVE" ] || $PY -m experiments.word_vectors \
     --corpus="$DATA/wiki_text/enwiki2015_wikiextractor_part[1-8].jsonl.xz" \
     --glove="$GLOVE" --output="$WIKI_GLOVE"
-$PY -m experiments.transfer_grid --config=experiments/configs/mnli.py \
+$PY -m experiments.classify_grid --config=experiments/configs/mnli.py \
     --root="$RUNS/grid/mnli_no_glove" --variants=baseline,embeddings --parallel=2 -- "${MNLI[@]}"
-$PY -m experiments.transfer_grid --config=experiments/configs/mnli.py \
+$PY -m experiments.classify_grid --config=experiments/configs/mnli.py \
     --root="$RUNS/grid/mnli_glove_oov058" --variants=baseline --parallel=2 -- "${MNLI[@]}" \
     --config.glove_path="$GLOVE" --config.model.oov_scale=0.58
-$PY -m experiments.transfer_grid --config=experiments/configs/mnli.py \
+$PY -m experiments.classify_grid --config=experiments/configs/mnli.py \
     --root="$RUNS/grid/mnli_glove_scaled" --variants=baseline --parallel=2 -- "${MNLI[@]}" \
     --config.glove_path="$GLOVE" --config.model.glove_scale=0.17
-$PY -m experiments.transfer_grid --config=experiments/configs/mnli.py \
+$PY -m experiments.classify_grid --config=experiments/configs/mnli.py \
     --root="$RUNS/grid/mnli_glove_wiki" --variants=baseline,embeddings --parallel=2 -- \
     "${MNLI[@]}" --config.glove_path="$WIKI_GLOVE"
-$PY -m experiments.transfer_grid --config=experiments/configs/mnli.py \
+$PY -m experiments.classify_grid --config=experiments/configs/mnli.py \
     --root="$RUNS/grid/mnli_glove_wiki_scaled" --variants=baseline,embeddings,uniform --parallel=2 -- \
     "${MNLI[@]}" --config.glove_path="$WIKI_GLOVE" --config.model.glove_scale=0.17
 # those runs trained on to 6 epochs: copies resumed from their last checkpoint
@@ -96,15 +96,15 @@ for run in "$RUNS"/grid/mnli_glove_wiki_scaled/*_s?; do
   copy="$RUNS/grid/mnli_glove_wiki_scaled_long/$(basename "$run")"
   [ -d "$copy" ] || { mkdir -p "$RUNS/grid/mnli_glove_wiki_scaled_long"; cp -a "$run" "$copy"; rm -f "$copy/results.json"; }
 done
-$PY -m experiments.transfer_grid --config=experiments/configs/mnli.py \
+$PY -m experiments.classify_grid --config=experiments/configs/mnli.py \
     --root="$RUNS/grid/mnli_glove_wiki_scaled_long" --variants=baseline,embeddings,uniform \
     --parallel=2 -- "${MNLI[@]}" --config.glove_path="$WIKI_GLOVE" --config.model.glove_scale=0.17 \
     --config.optim.epochs=6
 # GLoMo on the RNN states and the baseline of its depth, 6 epochs from the start
-$PY -m experiments.transfer_grid --config=experiments/configs/mnli.py \
+$PY -m experiments.classify_grid --config=experiments/configs/mnli.py \
     --root="$RUNS/grid/mnli_glove_wiki_scaled_rnn" --variants=rnn --parallel=2 -- "${MNLI[@]}" \
     --config.glove_path="$WIKI_GLOVE" --config.model.glove_scale=0.17 --config.optim.epochs=6
-$PY -m experiments.transfer_grid --config=experiments/configs/mnli.py \
+$PY -m experiments.classify_grid --config=experiments/configs/mnli.py \
     --root="$RUNS/grid/mnli_glove_wiki_scaled_deep_baseline" --variants=baseline --parallel=2 -- \
     "${MNLI[@]}" --config.glove_path="$WIKI_GLOVE" --config.model.glove_scale=0.17 \
     --config.optim.epochs=6 --config.model.rnn_layers=2
@@ -115,10 +115,10 @@ IMDB=(--config.files.train="$DATA/imdb/imdb_train.jsonl.gz"
 # one run builds the graph cache (train + validation, 7.2 GB float16, 5 min) before
 # the parallel runs share it
 [ -f "$RUNS/grid/imdb/embeddings_s0/results.json" ] || \
-  $PY -m experiments.transfer --config=experiments/configs/imdb.py \
+  $PY -m experiments.classify --config=experiments/configs/imdb.py \
     --config.variant=embeddings --workdir="$RUNS/grid/imdb_cache_build" \
     "${IMDB[@]}" --config.optim.steps=1
-$PY -m experiments.transfer_grid --config=experiments/configs/imdb.py \
+$PY -m experiments.classify_grid --config=experiments/configs/imdb.py \
     --root="$RUNS/grid/imdb" --variants=embeddings,baseline,uniform --seeds=0,1,2 \
     --parallel=2 -- "${IMDB[@]}" \
     --config.optim.epochs=2 --config.optim.eval_every=125 --config.optim.patience=100
@@ -127,12 +127,12 @@ for run in "$RUNS"/grid/imdb/*_s?; do
   copy="$RUNS/grid/imdb_long/$(basename "$run")"
   [ -d "$copy" ] || { mkdir -p "$RUNS/grid/imdb_long"; cp -a "$run" "$copy"; rm -f "$copy/results.json"; }
 done
-$PY -m experiments.transfer_grid --config=experiments/configs/imdb.py \
+$PY -m experiments.classify_grid --config=experiments/configs/imdb.py \
     --root="$RUNS/grid/imdb_long" --variants=embeddings,baseline,uniform --seeds=0,1,2 \
     --parallel=2 -- "${IMDB[@]}" \
     --config.optim.epochs=4 --config.optim.eval_every=125 --config.optim.patience=100
 # IMDB with the Wikipedia-extended GloVe scaled × 0.17 (MNLI's best table), 4 epochs
-$PY -m experiments.transfer_grid --config=experiments/configs/imdb.py \
+$PY -m experiments.classify_grid --config=experiments/configs/imdb.py \
     --root="$RUNS/grid/imdb_glove_wiki_scaled" --variants=embeddings,baseline,uniform --seeds=0,1,2 \
     --parallel=2 -- "${IMDB[@]}" --config.glove_path="$WIKI_GLOVE" --config.model.glove_scale=0.17 \
     --config.optim.epochs=4 --config.optim.eval_every=125 --config.optim.patience=100
@@ -144,7 +144,7 @@ SQUAD=(--config.files.train="$DATA/squad_v1.1/squad_train-v1.1_rebuilt.json.xz"
        --config.glove_path="$GLOVE" --config.predictor_export="$EXPORT"
        --config.graph_cache_dir="$RUNS/grid/squad_graph_cache"
        --compilation_cache_dir="$RUNS/grid/squad_compile_cache")
-$PY -m experiments.transfer_grid --entry=squad --config=experiments/configs/squad.py:cpu \
+$PY -m experiments.classify_grid --entry=squad --config=experiments/configs/squad.py:cpu \
     --root="$RUNS/grid/squad" --variants=baseline,uniform,embeddings,rnn --seeds=0,1,2 \
     -- "${SQUAD[@]}"
 # Images: pixel pretraining (16×16 Tiny ImageNet), the Fig. 4 drawing, then
@@ -158,7 +158,7 @@ $PY -m experiments.plot_pixel_edges --export="$RUNS/images_cpu/export" \
     --out="$RUNS/images_cpu/pixel_edges.png"
 $PY -m experiments.graph_stats --export="$RUNS/images_cpu/export" --images="$CIFAR_TRAIN" \
     --downsample=2
-$PY -m experiments.transfer_grid --entry=cifar --config=experiments/configs/cifar.py:cpu \
+$PY -m experiments.classify_grid --entry=cifar --config=experiments/configs/cifar.py:cpu \
     --root="$RUNS/grid/cifar" --variants=baseline,uniform,glomo --seeds=0,1,2 -- \
     --config.train.location="$CIFAR_TRAIN" --config.predictor_export="$RUNS/images_cpu/export"
 # The predictor table's rows at 1,500 steps and the preset at 10,000 (issue 45),
@@ -181,12 +181,12 @@ $PY -m experiments.data_efficiency --task=sst2 --export="$RUNS/table_10000/sgd_p
     --config.glove_path="$GLOVE"
 # the IMDB and MNLI grids again with the preset's predictor (about 1.5 h each on 2 cores)
 PRESET_EXPORT="$RUNS/table_10000/sgd_prior_local_s0/export"
-$PY -m experiments.transfer_grid --config=experiments/configs/imdb.py \
+$PY -m experiments.classify_grid --config=experiments/configs/imdb.py \
     --root="$RUNS/grid_preset/imdb" --variants=embeddings,baseline,uniform --seeds=0,1,2 --parallel=2 -- \
     "${IMDB[@]}" --config.predictor_export="$PRESET_EXPORT" \
     --config.graph_cache_dir="$RUNS/grid_preset/imdb_graph_cache" --config.optim.epochs=4 \
     --config.optim.eval_every=125 --config.optim.patience=100
-$PY -m experiments.transfer_grid --config=experiments/configs/mnli.py \
+$PY -m experiments.classify_grid --config=experiments/configs/mnli.py \
     --root="$RUNS/grid_preset/mnli" --variants=embeddings,baseline,uniform --seeds=0,1,2 --parallel=2 -- \
     "${MNLI[@]}" --config.glove_path="$WIKI_GLOVE" --config.model.glove_scale=0.17 --config.optim.epochs=6 \
     --config.predictor_export="$PRESET_EXPORT" --config.graph_cache_dir="$RUNS/grid_preset/mnli_graph_cache"

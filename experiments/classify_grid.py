@@ -1,17 +1,17 @@
-r"""Runs a transfer, SQuAD or CIFAR-10 config for several variants and seeds,
+r"""Runs a text classification, SQuAD or CIFAR-10 config for several variants and seeds,
 then tabulates them.
 
-  python -m experiments.transfer_grid --config=experiments/configs/imdb.py \
+  python -m experiments.classify_grid --config=experiments/configs/imdb.py \
       --root=runs/grid/imdb --variants=baseline,embeddings,uniform --seeds=0,1,2 \
       --parallel=2 -- \
       --config.files.train=../shared/data/imdb/imdb_train.jsonl.gz \
       --config.predictor_export=runs/wiki_cpu/export
 
-  python -m experiments.transfer_grid --entry=squad \
+  python -m experiments.classify_grid --entry=squad \
       --config=experiments/configs/squad.py:cpu --root=runs/grid/squad -- ...
 
 Every run is `python -m experiments.ENTRY --config=CONFIG --config.variant=V
---config.seed=S --workdir=ROOT/V_sS` (ENTRY: transfer, squad or cifar) plus the
+--config.seed=S --workdir=ROOT/V_sS` (ENTRY: classify, squad or cifar) plus the
 arguments after `--` (the
 same for every run; `predictor_export` is dropped for variants that read no
 graphs). A run whose results.json exists is not repeated, so rerunning the
@@ -32,10 +32,10 @@ from absl import flags
 from experiments import cli
 from experiments.grid import run_grid, table, write_table
 
-_ENTRY = flags.DEFINE_enum("entry", "transfer", ["transfer", "squad", "cifar"],
-                           "experiments.transfer (IMDB, NLI, agreement), experiments.squad "
+_ENTRY = flags.DEFINE_enum("entry", "classify", ["classify", "squad", "cifar"],
+                           "experiments.classify (IMDB, NLI, agreement), experiments.squad "
                            "or experiments.cifar.")
-_CONFIG = flags.DEFINE_string("config", None, "Transfer or SQuAD config file (with :preset).")
+_CONFIG = flags.DEFINE_string("config", None, "Classification, SQuAD or CIFAR config file (with :preset).")
 _ROOT = flags.DEFINE_string("root", None, "Directory of the runs (ROOT/VARIANT_sSEED).")
 _VARIANTS = flags.DEFINE_list("variants", ["baseline", "embeddings", "uniform"], "Variants.")
 _SEEDS = flags.DEFINE_list("seeds", ["0", "1", "2"], "Seeds (config.seed).")

@@ -27,7 +27,7 @@ classifier reads the words lower-cased when `lowercase` (GloVe and most
 external agreement sets are uncased); the predictor reads them as written,
 joined by spaces (`Split.raw`, what it saw in pretraining). Any external
 agreement set converts to this layout in a few lines;
-`glomo_jax.tasks.verb_number_sources` builds it from raw Wikipedia text (a
+`glomo_jax.classification.verb_number_sources` builds it from raw Wikipedia text (a
 rule) and from a UD treebank (gold parses).
 
 Oracle graphs (`graph_source='arcs'`; `oracle_arcs`):

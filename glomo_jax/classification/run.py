@@ -1,4 +1,4 @@
-"""A text classification run as one library call: `run_transfer(config, workdir)`.
+"""A text classification run as one library call: `run_classification(config, workdir)`.
 
 Loads the task (`load_task_data`: data files, TFDS or the built-in
 agreement task; a validation split is carved from train unless one is
@@ -29,23 +29,23 @@ from typing import Any
 from glomo_jax.data.synthetic import SyntheticConfig
 from glomo_jax.downstream.run import load_predictor, train_and_report
 from glomo_jax.downstream.task import VALIDATION
-from glomo_jax.tasks.agreement import load_agreement_task
-from glomo_jax.tasks.classification import ClassificationTask
-from glomo_jax.tasks.config import EVAL_SPLITS, TransferConfig
+from glomo_jax.classification.agreement import load_agreement_task
+from glomo_jax.classification.task import ClassificationTask
+from glomo_jax.classification.config import EVAL_SPLITS, ClassificationConfig
 from glomo_jax.text.readers import load_task
 from glomo_jax.text.splits import TaskData
-from glomo_jax.tasks.esim import ESIM
+from glomo_jax.classification.esim import ESIM
 from glomo_jax.text.glove import embedding_matrix
 from glomo_jax.graphs.task_graphs import ArcGraphs, TaskGraphs
 from glomo_jax.text.layers import embedding_initializer
-from glomo_jax.tasks.text_classifier import TextClassifier
-from glomo_jax.tasks.verb_number import SCORE_GROUPS, load_number_task
+from glomo_jax.classification.text_classifier import TextClassifier
+from glomo_jax.classification.verb_number import SCORE_GROUPS, load_number_task
 from glomo_jax.train.workdir import holding_workdir
 
-logger = logging.getLogger("glomo_jax.tasks")
+logger = logging.getLogger("glomo_jax.classification")
 
 
-def load_task_data(config: TransferConfig) -> TaskData:
+def load_task_data(config: ClassificationConfig) -> TaskData:
   """The task's splits from the configured source."""
   if config.source == "synthetic":
     syn = config.synthetic
@@ -68,7 +68,7 @@ def load_task_data(config: TransferConfig) -> TaskData:
                    tfds_reader=t.reader, download=t.download, **subsets)
 
 
-def build_model(config: TransferConfig, data: TaskData, vocab_size: int, table,
+def build_model(config: ClassificationConfig, data: TaskData, vocab_size: int, table,
                 predictor_layers: int | None = None):
   """TextClassifier for one text field, ESIM for two, with the config's
   variant and the embedding table `table` [vocab_size, D]; `predictor_layers`:
@@ -84,7 +84,7 @@ def build_model(config: TransferConfig, data: TaskData, vocab_size: int, table,
   return ESIM(self_attention=m.self_attention, rnn_layers=m.rnn_layers, **common)
 
 
-def task_graphs(config: TransferConfig, predictor, data: TaskData, root: str,
+def task_graphs(config: ClassificationConfig, predictor, data: TaskData, root: str,
                 splits=None) -> TaskGraphs:
   """The predictor's word graphs of `data` (every split, or `splits`), cached
   under `root` with the config's cache options (dtype, top-k, build batch,
@@ -97,7 +97,7 @@ def task_graphs(config: TransferConfig, predictor, data: TaskData, root: str,
 
 
 @holding_workdir
-def run_transfer(config: TransferConfig, workdir: str, *, devices=None,
+def run_classification(config: ClassificationConfig, workdir: str, *, devices=None,
                  compilation_cache_dir: str | None = None) -> dict[str, Any]:
   """One text classification run (module docstring); returns (and writes)
   the results.json dict. Rerunning it in the same workdir resumes the run, or,
@@ -144,7 +144,7 @@ def run_transfer(config: TransferConfig, workdir: str, *, devices=None,
       compilation_cache_dir=compilation_cache_dir)
 
 
-def scores(config: TransferConfig, results_of_splits: dict) -> dict:
+def scores(config: ClassificationConfig, results_of_splits: dict) -> dict:
   """results.json's scores of a finished run: the task, graph source,
   validation accuracy and each evaluation split's (null, with a note, where
   the data has none)."""

@@ -22,7 +22,7 @@ from glomo_jax.downstream.scores import (ScoreGroup, classification_sums, group_
                                          summed_accuracy)
 from glomo_jax.downstream.task import DownstreamTask
 from glomo_jax.text.batching import make_batch
-from glomo_jax.tasks.config import TransferConfig
+from glomo_jax.classification.config import ClassificationConfig
 from glomo_jax.text.splits import TaskData
 from glomo_jax.graphs.task_graphs import TaskGraphs
 from glomo_jax.text.words import Vocabulary
@@ -37,7 +37,7 @@ class ClassificationTask(DownstreamTask):
       keywords f, f_mask (and f_graphs when it reads graphs) and `train`).
     data: the task's splits (`text.readers.load_task`, `agreement.load_agreement_task`).
     vocab: word → id (its size must match the model's vocab_size).
-    config: the run's TransferConfig (optim, max_words, length_multiple,
+    config: the run's ClassificationConfig (optim, max_words, length_multiple,
       bucket_batches, seed, mesh_data, compile_fast).
     graphs: the word graphs of every split; required iff the model reads graphs.
     groups: subsets of a split's examples scored apart (`ScoreGroup`, by the
@@ -45,7 +45,7 @@ class ClassificationTask(DownstreamTask):
   """
   log_metrics = ("loss", "accuracy")
 
-  def __init__(self, model, data: TaskData, vocab: Vocabulary, config: TransferConfig,
+  def __init__(self, model, data: TaskData, vocab: Vocabulary, config: ClassificationConfig,
                graphs: TaskGraphs | None = None,  # or OnTheFlyGraphs, ArcGraphs
                groups: Sequence[ScoreGroup] = ()):
     reads_graphs = getattr(model, "variant", "baseline") in ("embeddings", "rnn")

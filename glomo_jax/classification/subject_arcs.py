@@ -1,6 +1,6 @@
 """From the row before a verb, how much forward graph weight falls on the
 verb's gold subject (a treebank's verb-number instances,
-`glomo_jax.tasks.verb_number_sources.gold_example`).
+`glomo_jax.classification.verb_number_sources.gold_example`).
 
 Under GLoMo's objective the features of the word before a verb must predict
 the verb, so that row needs the subject (and its number). For each instance
@@ -27,7 +27,7 @@ from typing import Mapping, Sequence
 import numpy as np
 
 from glomo_jax.eval.conllu import Sentence
-from glomo_jax.tasks.verb_number_sources import NOUNS, gold_example
+from glomo_jax.classification.verb_number_sources import NOUNS, gold_example
 from glomo_jax.graphs.encode import encode_texts
 from glomo_jax.graphs.shapes import unit_width
 from glomo_jax.graphs.unit_graphs import unit_graphs

@@ -1,12 +1,12 @@
-r"""Downstream transfer: IMDB / MNLI / SNLI / agreement classifiers with or
-without GLoMo graphs (`glomo_jax.tasks.run_transfer`).
+r"""Text classification: IMDB / MNLI / SNLI / SST-2 / agreement / verb-number
+classifiers with or without GLoMo graphs (`glomo_jax.classification.run_classification`).
 
-  python -m experiments.transfer --config=experiments/configs/imdb.py \
+  python -m experiments.classify --config=experiments/configs/imdb.py \
       --config.files.train=../shared/data/imdb/imdb_train.jsonl.gz \
       --workdir=runs/imdb_baseline [--config.variant=embeddings \
       --config.predictor_export=runs/wiki_cpu/export] [--config.seed=1]
 
-  python -m experiments.transfer --config=experiments/configs/mnli.py \
+  python -m experiments.classify --config=experiments/configs/mnli.py \
       --config.files.train=../shared/data/mnli/mnli_train_subset_9k.jsonl.xz \
       --workdir=runs/mnli_baseline
 
@@ -19,4 +19,4 @@ Flags, --distributed and the printed summary: `experiments.entry`.
 from experiments import entry
 
 if __name__ == "__main__":
-  entry.run_kind("transfer")
+  entry.run_kind("classify")
