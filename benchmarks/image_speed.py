@@ -36,7 +36,7 @@ from experiments.configs import cifar as cifar_configs  # noqa: E402
 from experiments.configs import images_pretrain  # noqa: E402
 from glomo_jax.images.cifar import CifarConfig  # noqa: E402
 from glomo_jax.images.pixel_transfer import GLoMoResNet  # noqa: E402
-from glomo_jax.images.pretraining import ImagePretrainConfig  # noqa: E402
+from glomo_jax.pretraining.pixels import ImagePretrainConfig  # noqa: E402
 from glomo_jax.models.pixel_glomo import PixelGLoMo  # noqa: E402
 
 RESULTS = os.path.join(os.path.dirname(os.path.abspath(__file__)), "results",

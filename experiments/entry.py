@@ -54,7 +54,7 @@ def _pretrain():
 
 
 def _pretrain_images():
-  from glomo_jax.images.pretraining import (ImagePretrainConfig,  # noqa: PLC0415
+  from glomo_jax.pretraining.pixels import (ImagePretrainConfig,  # noqa: PLC0415
                                             pretrain_images)
   return ImagePretrainConfig, pretrain_images
 

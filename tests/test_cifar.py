@@ -11,7 +11,7 @@ import pytest
 from glomo_jax.config import ModelConfig
 from glomo_jax.images.cifar import CifarConfig, run_cifar
 from glomo_jax.images.data import ImageSource
-from glomo_jax.images.pretraining import ImagePretrainConfig, pretrain_images
+from glomo_jax.pretraining.pixels import ImagePretrainConfig, pretrain_images
 from glomo_jax.downstream.options import OptimOptions
 from glomo_jax.train.config import LoopOptions
 

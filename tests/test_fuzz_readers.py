@@ -23,7 +23,7 @@ from glomo_jax.errors import InputError
 from glomo_jax.eval.conllu import read_conllu
 from glomo_jax.images.cifar import CifarConfig
 from glomo_jax.images.data import read_npz_images
-from glomo_jax.images.pretraining import ImagePretrainConfig
+from glomo_jax.pretraining.pixels import ImagePretrainConfig
 from glomo_jax.pretraining import PretrainConfig
 from glomo_jax.squad.config import SquadConfig
 from glomo_jax.squad.data import from_records, read_squad_json

@@ -12,7 +12,7 @@ from glomo_jax.config import ModelConfig
 from glomo_jax.images.data import ImageSource
 from glomo_jax.export import ExportedPixelGraphPredictor, load_graph_predictor
 from glomo_jax.images import PixelGLoMo
-from glomo_jax.images.pretraining import ImagePretrainConfig, pretrain_images
+from glomo_jax.pretraining.pixels import ImagePretrainConfig, pretrain_images
 from glomo_jax.train.config import LoopOptions
 
 ONE = jax.devices()[:1]   # in-process runs on one device: cheaper compiles

@@ -28,7 +28,7 @@ from experiments.configs import squad as squad_configs
 from glomo_jax.export.predictor import ExportedGraphPredictor
 from glomo_jax.images.cifar import CifarConfig, CifarTask
 from glomo_jax.images.data import ImageSet
-from glomo_jax.images.pretraining import ImagePretrainConfig, PixelPretrainingTask
+from glomo_jax.pretraining.pixels import ImagePretrainConfig, PixelPretrainingTask
 from glomo_jax.models.pixel_glomo import PixelGLoMo
 from glomo_jax.ops.pallas import KernelMode, batch_axes, kernel_mode, lowering_for
 from glomo_jax.pretraining import GLoMoObjective, PretrainConfig

@@ -18,7 +18,7 @@ import pytest
 
 from experiments import cli
 from glomo_jax.images.cifar import CifarTask, run_cifar
-from glomo_jax.images.pretraining import PixelPretrainingTask, pretrain_images
+from glomo_jax.pretraining.pixels import PixelPretrainingTask, pretrain_images
 from glomo_jax.squad.config import SquadConfig, SquadFiles
 from glomo_jax.squad.run import run_squad
 from glomo_jax.squad.task import SquadTask

@@ -63,7 +63,7 @@ def test_dead_heads_and_bad_shapes():
 
 def test_entry_point_on_a_pixel_export(tmp_path, tiny_export):
   from experiments.graph_stats import pixel_statistics_table, statistics_table  # noqa: PLC0415
-  from glomo_jax.images.pretraining import pretrain_images  # noqa: PLC0415
+  from glomo_jax.pretraining.pixels import pretrain_images  # noqa: PLC0415
   from test_images_pretraining import config_for, write_images  # noqa: PLC0415
   path = write_images(tmp_path / "images.npz")
   export = pretrain_images(config_for(path, steps=1), str(tmp_path / "run"),

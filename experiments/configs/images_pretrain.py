@@ -17,7 +17,7 @@ Presets:
 from experiments.configs.common import config_dict
 from glomo_jax import ModelConfig
 from glomo_jax.images.data import ImageSource
-from glomo_jax.images.pretraining import ImagePretrainConfig
+from glomo_jax.pretraining.pixels import ImagePretrainConfig
 from glomo_jax.train.config import LoopOptions
 
 

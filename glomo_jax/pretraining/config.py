@@ -1,4 +1,6 @@
-"""`PretrainConfig`: everything a pretraining run needs, as a plain dataclass.
+"""`PretrainConfig`: everything a text pretraining run needs, as a plain
+dataclass, on `PretrainConfigBase`, what text and pixel pretraining
+(`glomo_jax.pretraining.pixels.ImagePretrainConfig`) share.
 
 Experiments build it from an ml_collections ConfigDict
 (`PretrainConfig.from_dict(config.to_dict())`); the library itself never
@@ -20,7 +22,46 @@ OPTIMIZERS = ("sgd", "adam")
 
 
 @dataclasses.dataclass(frozen=True)
-class PretrainConfig(DictConfig):
+class PretrainConfigBase(DictConfig):
+  """What text and pixel pretraining share: the optimiser (AdamW defaults,
+  `glomo_jax.train.optimizer.make_optimizer`), the loop's settings
+  (`LoopOptions`), evaluation, seed and export. Each subclass adds its model
+  and data, and may change these defaults (text: the authors' SGD).
+
+  Attributes:
+    optimizer, learning_rate, momentum, clip_norm (global gradient norm; 0:
+      none), weight_decay (adam only: AdamW).
+    loop: the loop's settings (`LoopOptions`).
+    eval_batches: held-out batches of each evaluation (0 = the whole split).
+    seed: parameters, sampled positions, data order (and any seeded subset).
+    export: write the frozen graph predictor to <workdir>/export at the end.
+  """
+  optimizer: str = "adam"
+  learning_rate: float = 1e-3
+  momentum: float = 0.0
+  clip_norm: float = 1.0
+  weight_decay: float = 0.0
+  loop: LoopOptions = LoopOptions()
+  MOVED_FIELDS = LOOP_MOVED_FIELDS
+  eval_batches: int = 20
+  seed: int = 0
+  export: bool = True
+
+  def _loop_from_mapping(self) -> None:
+    """`loop` given as a mapping (a direct construction) becomes LoopOptions."""
+    if isinstance(self.loop, Mapping):
+      object.__setattr__(self, "loop", from_dict(LoopOptions, self.loop,
+                                                 f"{type(self).__name__}.loop"))
+
+  def build_optimizer(self):
+    """The run's optimiser (`glomo_jax.train.optimizer.make_optimizer`)."""
+    return make_optimizer(self.optimizer, self.learning_rate, momentum=self.momentum,
+                          clip_norm=self.clip_norm, weight_decay=self.weight_decay,
+                          always_chain=False)
+
+
+@dataclasses.dataclass(frozen=True)
+class PretrainConfig(PretrainConfigBase):
   """Pretraining settings (authors' values in brackets).
 
   Attributes:
@@ -67,22 +108,15 @@ class PretrainConfig(DictConfig):
   learning_rate: float = 8.0
   momentum: float = 0.2
   clip_norm: float = 0.25
-  weight_decay: float = 0.0
-  loop: LoopOptions = LoopOptions()
-  MOVED_FIELDS = LOOP_MOVED_FIELDS
-  eval_batches: int = 20
-  seed: int = 0
   graph_source: str = "predicted"
   graph_export: str | None = None
-  export: bool = True
 
   def __post_init__(self):
     if isinstance(self.model, Mapping):
       object.__setattr__(self, "model", ModelConfig.from_dict(self.model))
     if isinstance(self.corpus, Mapping):
       object.__setattr__(self, "corpus", CorpusSpec.from_dict(self.corpus))
-    if isinstance(self.loop, Mapping):
-      object.__setattr__(self, "loop", from_dict(LoopOptions, self.loop, "PretrainConfig.loop"))
+    self._loop_from_mapping()
     if self.graph_source not in GRAPH_SOURCES:
       raise ValueError(f"graph_source {self.graph_source!r} is not one of {list(GRAPH_SOURCES)}")
     if (self.graph_source == "export") != bool(self.graph_export):
@@ -120,9 +154,3 @@ class PretrainConfig(DictConfig):
         "seed": self.seed, "select_metric": "heldout/loss" if heldout else None,
         "select_mode": "min",
         "plateau_patience": self.loop.plateau_patience if heldout else 0, **changes})
-
-  def build_optimizer(self):
-    """The run's optimiser (`glomo_jax.train.optimizer.make_optimizer`)."""
-    return make_optimizer(self.optimizer, self.learning_rate, momentum=self.momentum,
-                          clip_norm=self.clip_norm, weight_decay=self.weight_decay,
-                          always_chain=False)

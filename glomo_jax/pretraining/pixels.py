@@ -20,13 +20,13 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from glomo_jax.config import DictConfig, ModelConfig, from_dict
+from glomo_jax.config import ModelConfig, from_dict
 from glomo_jax.downstream.batches import ExampleBatches, batch_order, host_rows
 from glomo_jax.images.data import ImageSource, carve_validation, downsample, read_images
 from glomo_jax.models.pixel_glomo import PixelGLoMo
+from glomo_jax.pretraining.config import PretrainConfigBase
 from glomo_jax.train import loop
-from glomo_jax.train.config import LOOP_MOVED_FIELDS, LoopConfig, LoopOptions
-from glomo_jax.train.optimizer import make_optimizer
+from glomo_jax.train.config import LoopConfig
 from glomo_jax.train.run_config import check_run_config, record_run_config
 from glomo_jax.train.task import RunContext, RunEval, Task
 
@@ -38,7 +38,7 @@ RESUMABLE_CHANGES = ("loop.num_steps", "loop.log_every", "loop.checkpoint_every"
 
 
 @dataclasses.dataclass(frozen=True)
-class ImagePretrainConfig(DictConfig):
+class ImagePretrainConfig(PretrainConfigBase):
   """Settings of a pixel pretraining run.
 
   Attributes:
@@ -49,13 +49,10 @@ class ImagePretrainConfig(DictConfig):
     max_images: use a seeded random subset of this many images (None: all).
     heldout_images: images held out (seeded) for the evaluation loss.
     batch_size: global images per step.
-    optimizer, learning_rate, momentum, clip_norm, weight_decay: as text
-      pretraining (`glomo_jax.train.optimizer.make_optimizer`).
-    loop: the loop's settings (`LoopOptions`, as text pretraining's).
-    eval_batches: held-out batches of each evaluation (0 = every one).
-    seed: parameters, data order, the subset and the held-out carve.
-    export: write the frozen pixel graph predictor to <workdir>/export at the
-      end (`glomo_jax.export`, units 'pixels').
+    optimizer, learning_rate, momentum, clip_norm, weight_decay, loop,
+      eval_batches, seed, export: `PretrainConfigBase`'s (its AdamW defaults;
+      the seed also draws the subset and the held-out carve; the export
+      has units 'pixels').
   """
   model: ModelConfig = ModelConfig(vocab_size=256, dim=64, num_heads=4, head_dim=32,
                                    num_graph_layers=2, decoder_layers=1,
@@ -65,22 +62,12 @@ class ImagePretrainConfig(DictConfig):
   max_images: int | None = None
   heldout_images: int = 1000
   batch_size: int = 32
-  optimizer: str = "adam"
-  learning_rate: float = 1e-3
-  momentum: float = 0.0
-  clip_norm: float = 1.0
-  weight_decay: float = 0.0
-  loop: LoopOptions = LoopOptions()
-  MOVED_FIELDS = LOOP_MOVED_FIELDS
-  eval_batches: int = 20
-  seed: int = 0
-  export: bool = True
 
   def __post_init__(self):
-    for name, kind in (("model", ModelConfig), ("images", ImageSource),
-                       ("loop", LoopOptions)):
+    for name, kind in (("model", ModelConfig), ("images", ImageSource)):
       if isinstance(getattr(self, name), Mapping):
         object.__setattr__(self, name, from_dict(kind, getattr(self, name)))
+    self._loop_from_mapping()
     for name in ("batch_size", "downsample", "heldout_images"):
       if getattr(self, name) < 1:
         raise ValueError(f"ImagePretrainConfig.{name} must be >= 1, got "
@@ -141,10 +128,7 @@ class PixelPretrainingTask(Task):
                            train=False, positions=(everywhere, everywhere))
 
   def optimizer(self):
-    c = self.config
-    return make_optimizer(c.optimizer, c.learning_rate, momentum=c.momentum,
-                          clip_norm=c.clip_norm, weight_decay=c.weight_decay,
-                          always_chain=False)
+    return self.config.build_optimizer()
 
   def loss(self, variables, batch, rngs):
     (loss, metrics), updates = self.model.apply(
