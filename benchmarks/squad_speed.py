@@ -41,7 +41,7 @@ from benchmarks.task_timing import TimedTask, alternate, print_profiles, rate  #
 from experiments.configs import squad as squad_configs  # noqa: E402
 from glomo_jax.squad import SquadConfig, SquadTask  # noqa: E402
 from glomo_jax.squad.run import build_reader, build_vocabularies, load_squad, squad_graphs  # noqa: E402,E501
-from glomo_jax.downstream.batches import batch_order  # noqa: E402
+from glomo_jax.train.batches import batch_order  # noqa: E402
 from glomo_jax.text.glove import embedding_matrix  # noqa: E402
 
 RESULTS = os.path.join(os.path.dirname(os.path.abspath(__file__)), "results",

@@ -54,7 +54,7 @@ from benchmarks.task_timing import TimedTask, alternate, print_profiles, rate  #
 from experiments.configs import imdb as imdb_configs  # noqa: E402
 from experiments.configs import mnli as mnli_configs  # noqa: E402
 from glomo_jax.classification import ClassificationConfig  # noqa: E402
-from glomo_jax.downstream.batches import batch_order  # noqa: E402
+from glomo_jax.train.batches import batch_order  # noqa: E402
 from glomo_jax.classification.task import ClassificationTask  # noqa: E402
 from glomo_jax.text.glove import embedding_matrix  # noqa: E402
 from glomo_jax.classification.run import build_model, load_task_data, task_graphs  # noqa: E402

@@ -10,7 +10,7 @@ import pytest
 import tensorflow_datasets as tfds
 
 from conftest import SHARED_DATA
-from glomo_jax.downstream import batches as example_batches
+from glomo_jax.train import batches as example_batches
 from glomo_jax.text import batching, glove, readers, splits
 from glomo_jax.text.words import PAD_ID, UNK_ID, Vocabulary, tokenize
 

@@ -98,7 +98,7 @@ class ClassificationConfig(DownstreamConfig):
     glove_path: GloVe text file (None: random word vectors).
     max_words: cut every text (and graph) to this many words.
     length_multiple: padded lengths are rounded up to a multiple of this.
-    bucket_batches: length bucketing window (`downstream.batches.batch_order`).
+    bucket_batches: length bucketing window (`train.batches.batch_order`).
     model: the task model's fields.
     graph_cache_dir: where the word-graph caches go (None: <workdir>/graph_cache).
     graph_cache_dtype: 'float16' or 'float32', or with graph_cache_topk

@@ -16,7 +16,7 @@ from typing import Any, Sequence
 
 import jax.numpy as jnp
 
-from glomo_jax.downstream.batches import batch_order, host_rows
+from glomo_jax.train.batches import batch_order, host_rows
 from glomo_jax.downstream.scores import (ScoreGroup, classification_sums, group_accuracy,
                                          group_membership, group_sums, mean_loss,
                                          summed_accuracy)

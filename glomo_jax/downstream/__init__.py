@@ -6,8 +6,9 @@ function on these pieces (WORKSPACE.md, "Adding a downstream task").
   predictor, optimiser, seeds, mesh), their checks and the resume rules.
 * `options`: `OptimOptions` (optimiser and training length → the
   optimiser and the loop's `LoopConfig`) and `TfdsOptions`.
-* `batches`: `ExampleBatches`, the resumable training iterator over a
-  split, `batch_order`, `host_rows`.
+* From the loop (`glomo_jax.train.batches`, re-exported here):
+  `ExampleBatches`, the resumable training iterator over a split,
+  `batch_order`, `host_rows`.
 * `task`: `DownstreamTask`, the loop's task with selection on validation,
   the held-out scores of the best variables and the recorded config.
 * `scores`: classification sums and the sum-based evaluation of a split.
@@ -17,7 +18,7 @@ The task definitions on it: text classification (`glomo_jax.classification`: IMD
 SST-2, MNLI / SNLI, agreement), SQuAD (`glomo_jax.squad`), CIFAR-10
 (`glomo_jax.images.cifar`).
 """
-from glomo_jax.downstream.batches import ExampleBatches, batch_order, host_rows
+from glomo_jax.train.batches import ExampleBatches, batch_order, host_rows
 from glomo_jax.downstream.config import RESUMABLE_CHANGES, DownstreamConfig
 from glomo_jax.downstream.options import OptimOptions, TfdsOptions
 from glomo_jax.downstream.run import RESULTS_FILE, load_predictor, train_and_report

@@ -20,7 +20,7 @@ from typing import Any, Callable, Sequence
 import jax
 import numpy as np
 
-from glomo_jax.downstream.batches import ExampleBatches
+from glomo_jax.train.batches import ExampleBatches
 from glomo_jax.train.config import LoopConfig
 from glomo_jax.train.run_config import check_run_config, record_run_config
 from glomo_jax.train.task import RunContext, Task

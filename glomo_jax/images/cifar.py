@@ -29,7 +29,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from glomo_jax.config import from_dict
-from glomo_jax.downstream.batches import batch_order, host_rows
+from glomo_jax.train.batches import batch_order, host_rows
 from glomo_jax.downstream.config import DownstreamConfig
 from glomo_jax.downstream.options import OptimOptions
 from glomo_jax.downstream.run import load_predictor, train_and_report

@@ -21,7 +21,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from glomo_jax.config import ModelConfig, from_dict
-from glomo_jax.downstream.batches import ExampleBatches, batch_order, host_rows
+from glomo_jax.train.batches import ExampleBatches, batch_order, host_rows
 from glomo_jax.images.data import ImageSource, carve_validation, downsample, read_images
 from glomo_jax.models.pixel_glomo import PixelGLoMo
 from glomo_jax.pretraining.config import PretrainConfigBase

@@ -116,7 +116,7 @@ class SquadSplit:
   @property
   def texts(self) -> dict[str, list[list[str]]]:
     """Per question, the words of its passage ('context') and of the question:
-    what `glomo_jax.downstream.batches.batch_order` buckets by."""
+    what `glomo_jax.train.batches.batch_order` buckets by."""
     return {"context": [self.paragraphs[q.paragraph].words for q in self.questions],
             "question": [q.words for q in self.questions]}
 

@@ -21,7 +21,7 @@ import jax.numpy as jnp
 import numpy as np
 import optax
 
-from glomo_jax.downstream.batches import host_rows
+from glomo_jax.train.batches import host_rows
 from glomo_jax.downstream.task import VALIDATION, DownstreamTask
 from glomo_jax.io import write_json
 from glomo_jax.squad.batching import make_squad_batch

@@ -2,7 +2,7 @@
 
 `make_batch` pads each text field to the batch's longest (cut) text,
 optionally rounded up to a multiple (fewer jit shapes); `batches` is one
-epoch of them in `glomo_jax.downstream.batches.batch_order`.
+epoch of them in `glomo_jax.train.batches.batch_order`.
 """
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ from typing import Any, Iterator, Sequence
 
 import numpy as np
 
-from glomo_jax.downstream.batches import batch_order
+from glomo_jax.train.batches import batch_order
 from glomo_jax.io import round_up
 from glomo_jax.text.splits import Split
 from glomo_jax.text.words import Vocabulary
