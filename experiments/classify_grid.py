@@ -11,10 +11,10 @@ then tabulates them.
       --config=experiments/configs/squad.py:cpu --root=runs/grid/squad -- ...
 
 Every run is `python -m experiments.ENTRY --config=CONFIG --config.variant=V
---config.seed=S --workdir=ROOT/V_sS` (ENTRY: classify, squad or cifar) plus the
-arguments after `--` (the
-same for every run; `predictor_export` is dropped for variants that read no
-graphs). A run whose results.json exists is not repeated, so rerunning the
+--config.seed=S --workdir=ROOT/V_sS` (ENTRY: a downstream run kind of
+experiments/kinds.py: classify, squad or cifar) plus the arguments after
+`--` (the same for every run; `predictor_export` is dropped for variants
+that read no graphs). A run whose results.json exists is not repeated, so rerunning the
 command resumes. With --parallel=N, N runs go at once, each pinned to its own
 CPU core (taskset) with one XLA thread, which on a small CPU host is faster
 than N·threads in one process for these small-matrix models (`--pin=false`
@@ -31,9 +31,11 @@ from absl import flags
 
 from experiments import cli
 from experiments.grid import run_grid, table, write_table
+from experiments.kinds import DOWNSTREAM_KINDS
 
-_ENTRY = flags.DEFINE_enum("entry", "classify", ["classify", "squad", "cifar"],
-                           "experiments.classify (IMDB, NLI, agreement), experiments.squad "
+_ENTRY = flags.DEFINE_enum("entry", "classify", list(DOWNSTREAM_KINDS),
+                           "The downstream run kind (experiments/kinds.py): "
+                           "experiments.classify (IMDB, NLI, agreement, ...), experiments.squad "
                            "or experiments.cifar.")
 _CONFIG = flags.DEFINE_string("config", None, "Classification, SQuAD or CIFAR config file (with :preset).")
 _ROOT = flags.DEFINE_string("root", None, "Directory of the runs (ROOT/VARIANT_sSEED).")

@@ -3,9 +3,10 @@
   python -m experiments.KIND --config=experiments/configs/FILE.py[:PRESET] \
       --workdir=DIR [--config.FIELD=VALUE ...] [--distributed ...]
 
-KIND is a key of `KINDS` below (pretrain, pretrain_images, classify, squad,
-cifar, …), each a module of experiments/ that calls `run_kind` and whose
-docstring has its commands. The other runnable modules of experiments/ are
+KIND is a key of `KINDS` (experiments/kinds.py, the registry: pretrain,
+pretrain_images, classify, squad, cifar), each a module of experiments/ that
+calls `run_kind` and whose docstring has its commands; each config file states
+its kind (`RUN_KIND`). The other runnable modules of experiments/ are
 tools around these runs, each with flags of its own: export, plots, graph
 statistics, syntax alignment, word vectors, questions to a SQuAD run
 (squad_answer), grids of runs (classify_grid, data_efficiency,
@@ -32,6 +33,7 @@ from absl import flags, logging
 from ml_collections import config_flags
 
 from experiments import cli
+from experiments.kinds import KINDS
 
 _CONFIG = config_flags.DEFINE_config_file(
     "config", None, "Config file of the run kind (experiments/configs/*.py[:preset]).",
@@ -46,37 +48,6 @@ _COORDINATOR = flags.DEFINE_string("coordinator_address", None, "host:port of pr
 _NUM_PROCESSES = flags.DEFINE_integer("num_processes", None, "Processes in the job.")
 _PROCESS_ID = flags.DEFINE_integer("process_id", None, "This process's index.")
 flags.mark_flags_as_required(["config", "workdir"])
-
-
-def _pretrain():
-  from glomo_jax.pretraining import PretrainConfig, train_and_evaluate  # noqa: PLC0415
-  return PretrainConfig, train_and_evaluate
-
-
-def _pretrain_images():
-  from glomo_jax.pretraining.pixels import (ImagePretrainConfig,  # noqa: PLC0415
-                                            pretrain_images)
-  return ImagePretrainConfig, pretrain_images
-
-
-def _classify():
-  from glomo_jax.classification import ClassificationConfig, run_classification  # noqa: PLC0415
-  return ClassificationConfig, run_classification
-
-
-def _squad():
-  from glomo_jax.squad import SquadConfig, run_squad  # noqa: PLC0415
-  return SquadConfig, run_squad
-
-
-def _cifar():
-  from glomo_jax.images.cifar import CifarConfig, run_cifar  # noqa: PLC0415
-  return CifarConfig, run_cifar
-
-
-# run kind -> () -> (its config dataclass, its run function(config, workdir, ...))
-KINDS = {"pretrain": _pretrain, "pretrain_images": _pretrain_images, "classify": _classify,
-         "squad": _squad, "cifar": _cifar}
 
 
 def summary_line(out: dict) -> dict:

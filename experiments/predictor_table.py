@@ -7,7 +7,7 @@ one table.
       --conllu=../shared/data/ud_english_ewt/en_ewt-ud-dev.conllu.gz \
       --select_conllu=../shared/data/ud_english_ewt/en_ewt-ud-train.conllu.gz
 
-Rows come from the named sets of `experiments/configs/predictor_rows.py`
+Rows come from the named sets of `experiments/predictor_rows.py`
 (`--rows`; `--only` keeps some of their names) and from `--row='NAME:
 field=value field=value'` (dotted `PretrainConfig` paths, e.g.
 `--row='deep: model.key_layers=4 model.query_layers=4'`). Every row is
@@ -50,7 +50,7 @@ from absl import flags
 from ml_collections import config_flags
 
 from experiments import cli
-from experiments.configs.predictor_rows import ROW_SETS
+from experiments.predictor_rows import ROW_SETS
 from experiments.grid import finished_results, run_grid
 from experiments.table_format import (arc_table, health_table, losses_comparable, quality_table,
                                       transfer_table)

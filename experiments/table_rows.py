@@ -6,7 +6,7 @@ from __future__ import annotations
 import ast
 import json
 
-from experiments.configs.predictor_rows import ROW_SETS
+from experiments.predictor_rows import ROW_SETS
 
 
 def parse_value(text: str):

@@ -67,10 +67,17 @@ is_run_kind() {
   grep -q "^  entry\.run_kind(" "$LAUNCH_ROOT/experiments/$1.py"
 }
 
+# The run kinds: the entry points that call entry.run_kind (experiments/kinds.py).
+run_kinds() {
+  grep -l "^  entry\.run_kind(" "$LAUNCH_ROOT"/experiments/*.py | xargs -n1 basename |
+    sed 's/\.py$//'
+}
+
 # Sets CONFIG_FLAG and ENTRY from a config spec: 'wiki_cpu' ->
 # --config=experiments/configs/wiki_cpu.py and experiments.pretrain;
 # 'cifar:cpu' -> --config=experiments/configs/cifar.py:cpu and experiments.cifar.
-# --entry=NAME overrides the entry point.
+# The entry is the run kind the config file states (RUN_KIND = "..."); an
+# unknown or missing one is an error. --entry=NAME overrides the entry point.
 resolve_config() {
   local spec=${1:-}
   [ -n "$spec" ] || die "a config name is needed first, e.g. wiki_cpu or cifar:cpu"
@@ -81,12 +88,12 @@ resolve_config() {
     ls ./*.py | sed -e 's|^\./||' -e 's/\.py$//' | grep -v -e '^_' -e '^common$' | tr '\n' ' '))"
   CONFIG_FLAG="--config=experiments/configs/$name.py$preset"
   if [ -z "$ENTRY" ]; then
-    case "$name" in
-      images_pretrain) ENTRY=pretrain_images ;;
-      cifar|squad) ENTRY=$name ;;
-      imdb|sst2|mnli|agreement|verb_number) ENTRY=classify ;;
-      *) ENTRY=pretrain ;;
-    esac
+    local file="$LAUNCH_ROOT/experiments/configs/$name.py"
+    ENTRY=$(sed -n 's/^RUN_KIND = "\([A-Za-z0-9_]*\)".*/\1/p' "$file" | head -n 1)
+    [ -n "$ENTRY" ] || die "experiments/configs/$name.py states no RUN_KIND (the run kind" \
+      "it is for, e.g. RUN_KIND = \"pretrain\"; pass --entry=NAME for another entry point)"
+    run_kinds | grep -qx "$ENTRY" || die "experiments/configs/$name.py states RUN_KIND =" \
+      "\"$ENTRY\", no run kind (run kinds: $(run_kinds | tr '\n' ' '))"
   fi
   entry_points | grep -qx "$ENTRY" || die "no entry point experiments/$ENTRY.py" \
     "(--entry= takes one of: $(entry_points | tr '\n' ' '))"

@@ -17,11 +17,11 @@ from glomo_jax.config import field_type
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, REPO)
 
-from experiments import entry  # noqa: E402
+from experiments import entry, kinds  # noqa: E402
 
-# run kind -> one of its config files (with a preset)
-CONFIG_FILES = {"pretrain": "demo.py:tiny", "pretrain_images": "images_pretrain.py:tiny",
-                "classify": "imdb.py:tiny", "squad": "squad.py:tiny", "cifar": "cifar.py:tiny"}
+# run kind -> the first of its config files (by RUN_KIND), tiny preset
+CONFIG_FILES = {kind: f"{kinds.configs_of(kind)[0]}.py:tiny" for kind in kinds.KINDS
+                if kinds.configs_of(kind)}
 # a value of each type, for fields whose default cannot be written as a flag
 SAMPLES = {str: "/data/x", int: 3, float: 0.5, bool: True}
 

@@ -1,6 +1,5 @@
 """Every pretraining config loads, builds a PretrainConfig, and rejects typos;
 the CPU tuning is opt-in; the demo end to end."""
-import glob
 import json
 import importlib
 import os
@@ -12,14 +11,17 @@ import pytest
 from glomo_jax.pretraining import PretrainConfig
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-# the pretraining configs (transfer: tests/test_transfer_experiment.py; squad:
-# tests/test_squad_run.py; images: tests/test_images_pretraining.py, tests/test_cifar.py;
-# predictor_rows holds the rows of experiments.predictor_table: tests/test_predictor_table.py)
-CONFIGS = sorted(name for name in (os.path.basename(p)[:-3] for p in glob.glob(
-    os.path.join(REPO, "experiments", "configs", "*.py")))
-                 if not name.startswith(("_", "common"))
-                 and name not in ("imdb", "mnli", "agreement", "squad", "images_pretrain",
-                                  "cifar", "predictor_rows", "sst2", "verb_number"))
+sys.path.insert(0, REPO)
+from experiments import kinds  # noqa: E402
+
+# the pretraining configs, by the RUN_KIND each states (classify:
+# tests/test_transfer_experiment.py; squad: tests/test_squad_run.py; images:
+# tests/test_images_pretraining.py, tests/test_cifar.py)
+CONFIGS = kinds.configs_of("pretrain")
+
+
+def test_every_config_file_states_a_run_kind_of_the_registry():
+  assert set(kinds.config_kinds().values()) == set(kinds.KINDS)   # raises on a bad one
 
 
 @pytest.mark.parametrize("name", CONFIGS)

@@ -8,6 +8,9 @@ import sys
 
 from conftest import REPO
 
+sys.path.insert(0, REPO)
+from experiments import kinds  # noqa: E402
+
 
 def launch(script, *args, env=None):
   return subprocess.run(["bash", os.path.join(REPO, "launch", script), *args],
@@ -30,9 +33,7 @@ def test_gpu_host_dry_run_installs_then_runs_the_entry_of_the_config():
   assert out[4] == ["venv-absent/bin/python", "-m", "experiments.cifar",
                     "--config=experiments/configs/cifar.py:cpu", "--workdir=runs/c",
                     "--config.seed=1", "--config.train.location=my data.npz"]
-  entries = {"images_pretrain": "pretrain_images", "squad": "squad", "imdb": "classify",
-             "wiki_cpu": "pretrain"}
-  for config, entry in entries.items():
+  for config, entry in kinds.config_kinds().items():   # the RUN_KIND each states
     assert lines(launch("gpu_host.sh", "--dry-run", config, "w"))[-1][2] == f"experiments.{entry}"
   forced = lines(launch("gpu_host.sh", "--dry-run", "--entry=export", "demo", "w"))[-1]
   assert forced[2] == "experiments.export"
@@ -71,6 +72,7 @@ def test_launch_errors_are_one_line():
   cases = [("gpu_host.sh", ["--dry-run", "nope", "w"], "no config experiments/configs/nope.py"),
            ("gpu_host.sh", ["--dry-run", "--entry=foo", "demo", "w"], "no entry point"),
            ("gpu_host.sh", ["--dry-run"], "a config name is needed"),
+           ("gpu_host.sh", ["--dry-run", "common", "w"], "states no RUN_KIND"),
            ("tpu_vm.sh", ["--dry-run", "--zone=z", "paper", "w"], "--name=NAME"),
            ("tpu_vm.sh", ["--dry-run", "--name=n", "paper", "w"], "--zone=ZONE")]
   for script, args, message in cases:

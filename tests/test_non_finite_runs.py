@@ -16,7 +16,7 @@ import numpy as np
 import orbax.checkpoint as ocp
 import pytest
 
-from experiments import cli
+from experiments import cli, kinds
 from glomo_jax.images.cifar import CifarTask, run_cifar
 from glomo_jax.pretraining.pixels import PixelPretrainingTask, pretrain_images
 from glomo_jax.squad.config import SquadConfig, SquadFiles
@@ -114,12 +114,20 @@ def saved_steps(directory) -> list[int]:
   return sorted(int(d) for d in os.listdir(directory) if d.isdigit())
 
 
-@pytest.mark.parametrize("kind", [classification, squad, cifar, pixels],
-                         ids=lambda f: f.__name__)
+# run kind (experiments/kinds.py) -> its case; text pretraining stops on NaN in
+# tests/test_train_resume.py
+CASES = {"classify": classification, "squad": squad, "cifar": cifar, "pretrain_images": pixels}
+
+
+def test_every_run_kind_but_text_pretraining_has_a_case():
+  assert set(CASES) == set(kinds.KINDS) - {"pretrain"}
+
+
+@pytest.mark.parametrize("kind", [k for k in kinds.KINDS if k in CASES])
 def test_a_non_finite_loss_stops_the_run_at_its_last_good_checkpoint(tmp_path, monkeypatch,
                                                                      kind):
   workdir = str(tmp_path / "run")
-  task_class, run = kind(tmp_path)
+  task_class, run = CASES[kind](tmp_path)
   nan_after(task_class, 2, monkeypatch)
   with pytest.raises(NonFiniteLossError) as error:
     run(workdir)

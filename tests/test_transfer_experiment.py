@@ -1,8 +1,9 @@
-"""experiments/classify.py and glomo_jax.classification.run_classification end to end on tiny
-local files: the baseline from the command line (with a test split), the
+"""experiments/classify.py and glomo_jax.classification.run_classification end
+to end on tiny local files: the baseline from the command line (with a test split), the
 'embeddings' variant with a tiny exported predictor and its on-disk graph
 cache (train-only data), the configs, the errors raised before any work, and
 the grid of variants and seeds."""
+import importlib
 import json
 import os
 import subprocess
@@ -16,11 +17,10 @@ from conftest import REPO, nli_records, reviews, write_jsonl
 
 sys.path.insert(0, REPO)
 
+from experiments import kinds  # noqa: E402
 from experiments.configs import agreement as agreement_config  # noqa: E402
 from experiments.configs import imdb as imdb_config  # noqa: E402
 from experiments.configs import mnli as mnli_config  # noqa: E402
-from experiments.configs import sst2 as sst2_config  # noqa: E402
-from experiments.configs import verb_number as verb_number_config  # noqa: E402
 from glomo_jax.classification import ClassificationConfig, run_classification  # noqa: E402
 from glomo_jax.transfer.options import TEXT_VARIANTS  # noqa: E402
 
@@ -40,14 +40,13 @@ def _glove(path, words, dim):
 def run(config, workdir):
   """run_classification on one device (cheaper compiles)."""
   return run_classification(ClassificationConfig.from_dict(config.to_dict()), str(workdir),
-                      devices=jax.devices()[:1])
+                            devices=jax.devices()[:1])
 
 
-@pytest.mark.parametrize("name", ["imdb", "sst2", "mnli", "agreement", "verb_number"])
+@pytest.mark.parametrize("name", kinds.configs_of("classify"))
 @pytest.mark.parametrize("arg", ["", "tiny"])
-def test_transfer_configs_load(name, arg):
-  module = {"imdb": imdb_config, "sst2": sst2_config, "mnli": mnli_config,
-            "agreement": agreement_config, "verb_number": verb_number_config}[name]
+def test_classification_configs_load(name, arg):
+  module = importlib.import_module(f"experiments.configs.{name}")
   config = module.get_config(arg)
   assert config.task == name and config.variant in TEXT_VARIANTS
   ClassificationConfig.from_dict(config.to_dict())  # every field is a ClassificationConfig field

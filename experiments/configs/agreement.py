@@ -18,6 +18,8 @@ runs the baseline and the GLoMo variant of this config after pretraining.
 """
 from experiments.configs.common import classification_config, tiny_preset
 
+RUN_KIND = "classify"   # experiments/kinds.py
+
 
 def get_config(arg: str = ""):
   config = classification_config(

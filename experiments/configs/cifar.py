@@ -20,6 +20,8 @@ from glomo_jax.downstream.options import OptimOptions
 from glomo_jax.images.cifar import CifarConfig
 from glomo_jax.images.data import ImageSource
 
+RUN_KIND = "cifar"   # experiments/kinds.py
+
 
 def get_config(arg: str = ""):
   paper = CifarConfig()

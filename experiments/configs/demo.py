@@ -15,6 +15,8 @@ clip 1.0), kept for comparison. `:tiny` gives a seconds-long smoke run.
 from glomo_jax import ModelConfig
 from experiments.configs.common import base_config
 
+RUN_KIND = "pretrain"   # experiments/kinds.py
+
 
 def get_config(arg: str = ""):
   model = ModelConfig(dim=64, num_heads=4, head_dim=32, num_graph_layers=2,

@@ -20,6 +20,8 @@ from glomo_jax.images.data import ImageSource
 from glomo_jax.pretraining.pixels import ImagePretrainConfig
 from glomo_jax.train.config import LoopOptions
 
+RUN_KIND = "pretrain_images"   # experiments/kinds.py
+
 
 def get_config(arg: str = ""):
   if arg == "":

@@ -28,6 +28,8 @@ whole IMDB train set needs tens of GB. Rerunning a command resumes its run.
 """
 from experiments.configs.common import classification_config, tiny_preset
 
+RUN_KIND = "classify"   # experiments/kinds.py
+
 
 def get_config(arg: str = ""):
   config = classification_config(

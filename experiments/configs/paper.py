@@ -21,6 +21,8 @@ parameters and optimiser state N ways. Multi-host: add `--distributed`.
 from glomo_jax import ModelConfig
 from experiments.configs.common import base_config
 
+RUN_KIND = "pretrain"   # experiments/kinds.py
+
 
 def get_config(arg: str = ""):
   config = base_config(

@@ -26,6 +26,8 @@ from experiments.configs.common import config_dict
 from glomo_jax.downstream.options import OptimOptions
 from glomo_jax.squad import ReaderOptions, SquadConfig
 
+RUN_KIND = "squad"   # experiments/kinds.py
+
 
 def get_config(arg: str = ""):
   config = config_dict(SquadConfig(

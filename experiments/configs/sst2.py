@@ -21,6 +21,8 @@ seconds-long smoke run.
 """
 from experiments.configs.common import classification_config, tiny_preset
 
+RUN_KIND = "classify"   # experiments/kinds.py
+
 
 def get_config(arg: str = ""):
   config = classification_config(

@@ -28,6 +28,8 @@ the same pipeline (a d-32 model).
 from glomo_jax import ModelConfig
 from experiments.configs.common import base_config
 
+RUN_KIND = "pretrain"   # experiments/kinds.py
+
 
 def get_config(arg: str = ""):
   if arg not in ("", "tiny", "authors", "adam"):

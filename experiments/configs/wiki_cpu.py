@@ -22,6 +22,8 @@ prior), kept for comparison.
 from glomo_jax import ModelConfig
 from experiments.configs.common import base_config
 
+RUN_KIND = "pretrain"   # experiments/kinds.py
+
 
 def get_config(arg: str = ""):
   model = ModelConfig(dim=128, num_heads=4, head_dim=64, num_graph_layers=3,
