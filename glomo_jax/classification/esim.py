@@ -48,7 +48,7 @@ import jax
 import jax.numpy as jnp
 
 from glomo_jax.text import layers
-from glomo_jax.transfer.options import TEXT_VARIANTS, TransferOptions, check_variant
+from glomo_jax.transfer.options import TransferOptions, variant_of
 
 
 def _pad_time(x: jax.Array, length: int) -> jax.Array:
@@ -135,11 +135,11 @@ class ESIM(nn.Module):
       intermediates 'attention_premise' [B, Ta, Tb] and
       'attention_hypothesis' [B, Tb, Ta].
     """
-    check_variant(self.variant, TEXT_VARIANTS)
+    variant = variant_of(self.variant)
     am, bm = premise_mask.astype(bool), hypothesis_mask.astype(bool)
     drop = lambda x: nn.Dropout(self.dropout_rate, deterministic=not train)(x)  # noqa: E731
     ga = gb = None
-    if self.variant in ("embeddings", "rnn"):
+    if variant.reads_graphs:
       num_layers = self.transfer.layers_for()
       layers.check_graphs(premise_graphs, am, num_layers, "premise")
       layers.check_graphs(hypothesis_graphs, bm, num_layers, "hypothesis")
@@ -159,17 +159,17 @@ class ESIM(nn.Module):
     embed = layers.WordEmbedding(self.vocab_size, self.embed_dim, self.embedding_init,
                                  self.freeze_embeddings, name="embed")
     x = embed(pair(premise, hypothesis)) * f2            # [2B, T, E]
-    if self.variant in ("embeddings", "uniform"):
+    if variant.at == "inputs":
       x = transfer(x, g2, m2, train=train)               # clean features in
     x = drop(x) * f2
 
     # input encoding
     x = layers.BiRNN(self.hidden, "lstm", name="encoder")(x, m2)
-    depth = self.rnn_layers or (2 if self.variant == "rnn" else 1)
-    if depth not in (1, 2) or (self.variant == "rnn" and depth != 2):
+    depth = self.rnn_layers or (2 if variant.at == "rnn" else 1)
+    if depth not in (1, 2) or (variant.at == "rnn" and depth != 2):
       raise ValueError(f"ESIM has 1 or 2 input-encoding BiLSTMs (2 for variant 'rnn'), "
                        f"got rnn_layers={self.rnn_layers}")
-    if self.variant == "rnn":
+    if variant.at == "rnn":
       x = layers.BiRNN(self.hidden, "lstm", name="encoder_2")(
           transfer(x, g2, m2, train=train) * f2, m2)
     elif depth == 2:

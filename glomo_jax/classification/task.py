@@ -16,17 +16,18 @@ from typing import Any, Sequence
 
 import jax.numpy as jnp
 
-from glomo_jax.train.batches import batch_order, host_rows
+from glomo_jax.classification.config import ClassificationConfig
 from glomo_jax.downstream.scores import (ScoreGroup, classification_sums, group_accuracy,
                                          group_membership, group_sums, mean_loss,
                                          summed_accuracy)
 from glomo_jax.downstream.task import DownstreamTask
-from glomo_jax.text.batching import make_batch
-from glomo_jax.classification.config import ClassificationConfig
-from glomo_jax.text.splits import TaskData
 from glomo_jax.graphs.task_graphs import TaskGraphs
+from glomo_jax.text.batching import make_batch
+from glomo_jax.text.splits import TaskData
 from glomo_jax.text.words import Vocabulary
+from glomo_jax.train.batches import batch_order, host_rows
 from glomo_jax.train.task import RunEval
+from glomo_jax.transfer.options import VARIANTS
 
 
 class ClassificationTask(DownstreamTask):
@@ -48,7 +49,7 @@ class ClassificationTask(DownstreamTask):
   def __init__(self, model, data: TaskData, vocab: Vocabulary, config: ClassificationConfig,
                graphs: TaskGraphs | None = None,  # or OnTheFlyGraphs, ArcGraphs
                groups: Sequence[ScoreGroup] = ()):
-    reads_graphs = getattr(model, "variant", "baseline") in ("embeddings", "rnn")
+    reads_graphs = VARIANTS[getattr(model, "variant", "baseline")].reads_graphs
     if reads_graphs and graphs is None:
       raise ValueError(f"model variant {model.variant!r} reads predictor graphs: "
                        "pass the task's graphs (TaskGraphs)")

@@ -42,7 +42,7 @@ import jax
 import jax.numpy as jnp
 
 from glomo_jax.text import layers
-from glomo_jax.transfer.options import TEXT_VARIANTS, TransferOptions, check_variant
+from glomo_jax.transfer.options import TransferOptions, variant_of
 
 
 class TextClassifier(nn.Module):
@@ -77,8 +77,8 @@ class TextClassifier(nn.Module):
 
   def num_rnn_layers(self) -> int:
     if self.rnn_layers is None:
-      return 2 if self.variant == "rnn" else 1
-    if self.variant == "rnn" and self.rnn_layers < 2:
+      return 2 if variant_of(self.variant).at == "rnn" else 1
+    if variant_of(self.variant).at == "rnn" and self.rnn_layers < 2:
       raise ValueError("variant 'rnn' fuses graphs into the first BiGRU's states and "
                        f"needs rnn_layers >= 2, got {self.rnn_layers}")
     return self.rnn_layers
@@ -99,25 +99,24 @@ class TextClassifier(nn.Module):
     Returns:
       float32 [B, num_classes] logits.
     """
-    check_variant(self.variant, TEXT_VARIANTS)
+    variant = variant_of(self.variant)
     mask = text_mask.astype(bool)
     fmask = mask[..., None].astype(jnp.float32)
     drop = lambda x: nn.Dropout(self.dropout_rate, deterministic=not train)(x)  # noqa: E731
-    if self.variant in ("embeddings", "rnn"):
+    if variant.reads_graphs:
       layers.check_graphs(text_graphs, mask, self.transfer.layers_for(), "text")
       text_graphs = jax.lax.stop_gradient(jnp.asarray(text_graphs, jnp.float32))
     transfer = self.transfer.layer(self.variant, self.dropout_rate)
 
     x = layers.WordEmbedding(self.vocab_size, self.embed_dim, self.embedding_init,
                              self.freeze_embeddings, name="embed")(text)
-    if self.variant in ("embeddings", "uniform"):
-      x = transfer(x, text_graphs if self.variant == "embeddings" else None, mask,
-                   train=train)
+    if variant.at == "inputs":
+      x = transfer(x, text_graphs if variant.reads_graphs else None, mask, train=train)
     x = drop(x) * fmask
 
     for layer in range(self.num_rnn_layers()):
       x = layers.BiRNN(self.hidden, "gru", name=f"rnn_{layer}")(x, mask)
-      if layer == 0 and self.variant == "rnn":
+      if layer == 0 and variant.at == "rnn":
         x = transfer(x, text_graphs, mask, train=train) * fmask
       x = drop(x)
 

@@ -11,7 +11,7 @@ import dataclasses
 
 from glomo_jax.config import DictConfig
 from glomo_jax.downstream.options import OptimOptions
-from glomo_jax.transfer.options import GRAPH_VARIANTS, TEXT_VARIANTS, check_variant
+from glomo_jax.transfer.options import TEXT_VARIANTS, VARIANTS, check_variant
 
 # Fields a resumed run may change: how long it trains and how often it
 # reports or saves, where its graph caches live, and the order in which the
@@ -49,7 +49,7 @@ class DownstreamConfig(DictConfig):
   @property
   def reads_graphs(self) -> bool:
     """Whether the variant reads a predictor's graphs."""
-    return self.variant in GRAPH_VARIANTS
+    return VARIANTS[self.variant].reads_graphs if self.variant in VARIANTS else False
 
   def check(self) -> None:
     """Raises ValueError naming what cannot work, and how to fix it."""

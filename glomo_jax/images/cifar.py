@@ -149,7 +149,7 @@ class CifarTask(DownstreamTask):
 
   def _graph_fn(self):
     """The frozen predictor on uint8 images ('glomo'), else None."""
-    if self.predictor is None or self.config.variant != "glomo":
+    if self.predictor is None or not self.config.reads_graphs:
       return None
     return lambda images: self.predictor.predict(self.predictor.variables, images)
 
@@ -202,7 +202,7 @@ def run_cifar(config: CifarConfig, workdir: str, *, devices=None,
   os.makedirs(workdir, exist_ok=True)
   splits = load_cifar(config)
   predictor = None
-  if config.variant == "glomo":
+  if config.reads_graphs:
     predictor = load_predictor(config.predictor_export, units="pixels")
   logger.info("CIFAR-10 %s: %s", config.variant,
               ", ".join(f"{k} {len(v)}" for k, v in splits.items()))

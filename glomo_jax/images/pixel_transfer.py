@@ -34,7 +34,7 @@ import numpy as np
 from glomo_jax.images.data import downsample
 from glomo_jax.images.resnet import resnet
 from glomo_jax.transfer.candidates import propagated_candidates
-from glomo_jax.transfer.options import PIXEL_VARIANTS, TransferOptions, check_variant
+from glomo_jax.transfer.options import PIXEL_VARIANTS, TransferOptions, variant_of
 
 # CIFAR-10 training-set channel means and standard deviations (0–1 scale)
 CIFAR_MEAN = np.array([0.4914, 0.4822, 0.4465], np.float32)
@@ -65,18 +65,18 @@ class PixelTransferInput(nn.Module):
     Returns:
       float32 [B, H, W, 3 (+ features)].
     """
-    check_variant(self.variant, PIXEL_VARIANTS)
+    variant = variant_of(self.variant, PIXEL_VARIANTS)
     x = normalise(images)
-    if self.variant == "baseline":
+    if variant.at is None:
       return x
     f = self.graph_downsample
     small = downsample(x, f)
     b, h, w, c = small.shape
     flat = small.reshape(b, h * w, c)
     candidates = None
-    if self.variant == "glomo" and graph_fn is not None:
+    if variant.reads_graphs and graph_fn is not None:
       candidates = self._chunked_candidates(downsample(images, f), flat, graph_fn)
-    elif self.variant == "glomo" and (graphs is None or graphs.shape[-1] != h * w):
+    elif variant.reads_graphs and (graphs is None or graphs.shape[-1] != h * w):
       raise ValueError(f"'glomo' needs graphs between the {h}×{w} = {h * w} pixels of "
                        f"the images downsampled by {f}, got "
                        f"{None if graphs is None else graphs.shape}")

@@ -47,7 +47,7 @@ import jax
 import jax.numpy as jnp
 
 from glomo_jax.text import layers
-from glomo_jax.transfer.options import TEXT_VARIANTS, TransferOptions, check_variant
+from glomo_jax.transfer.options import TransferOptions, variant_of
 
 NEG = -1e30
 
@@ -141,7 +141,7 @@ class SquadReader(nn.Module):
     Returns:
       (start, end) float32 [B, Tc]; -1e30 at padding.
     """
-    check_variant(self.variant, TEXT_VARIANTS)
+    variant = variant_of(self.variant)
     cm, qm = context_mask.astype(bool), question_mask.astype(bool)
     batch, tc, tq = context.shape[0], context.shape[1], question.shape[1]
     length = max(tc, tq)
@@ -154,7 +154,7 @@ class SquadReader(nn.Module):
     vdrop = lambda x: nn.Dropout(self.dropout_rate, broadcast_dims=(1,),  # noqa: E731
                                  deterministic=not train)(x)
     graphs = (None, None)
-    if self.variant in ("embeddings", "rnn"):
+    if variant.reads_graphs:
       layers.check_graphs(context_graphs, cm, self.transfer.layers_for(), "context")
       layers.check_graphs(question_graphs, qm, self.transfer.layers_for(), "question")
       graphs = context_graphs, question_graphs
@@ -170,10 +170,10 @@ class SquadReader(nn.Module):
                     self.dropout_rate, name="chars")(pair(context_chars, question_chars),
                                                      train=train)
     x = jnp.concatenate([words, chars], axis=-1) * f2
-    if self.variant in ("embeddings", "uniform"):  # [words ; chars ; gated(words)]
+    if variant.at == "inputs":  # [words ; chars ; gated(words)]
       x = jnp.concatenate([x, transferred(words * f2)[..., self.embed_dim:]], axis=-1)
     x = layers.BiRNN(self.hidden, "gru", name="encoder")(vdrop(x), mask2)
-    if self.variant == "rnn":
+    if variant.at == "rnn":
       x = transferred(x)
     x = vdrop(x)
     c, q = x[:batch, :tc], x[batch:, :tq]

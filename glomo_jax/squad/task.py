@@ -21,17 +21,18 @@ import jax.numpy as jnp
 import numpy as np
 import optax
 
-from glomo_jax.train.batches import host_rows
 from glomo_jax.downstream.task import VALIDATION, DownstreamTask
+from glomo_jax.graphs.task_graphs import OnTheFlyGraphs, TaskGraphs
 from glomo_jax.io import write_json
 from glomo_jax.squad.batching import make_squad_batch
 from glomo_jax.squad.config import SquadConfig
 from glomo_jax.squad.data import SquadSplit
 from glomo_jax.squad.metrics import squad_scores
 from glomo_jax.squad.spans import best_span
-from glomo_jax.graphs.task_graphs import OnTheFlyGraphs, TaskGraphs
 from glomo_jax.text.words import Vocabulary
+from glomo_jax.train.batches import host_rows
 from glomo_jax.train.task import RunContext, RunEval
+from glomo_jax.transfer.options import VARIANTS
 
 DEV = "dev"
 PREDICTIONS_FILE = "predictions.json"
@@ -57,7 +58,7 @@ class SquadTask(DownstreamTask):
   def __init__(self, model, splits: Mapping[str, SquadSplit], vocab: Vocabulary,
                chars: Vocabulary, config: SquadConfig,
                graphs: TaskGraphs | OnTheFlyGraphs | None = None):
-    reads_graphs = model.variant in ("embeddings", "rnn")
+    reads_graphs = VARIANTS[model.variant].reads_graphs
     if reads_graphs and graphs is None:
       raise ValueError(f"model variant {model.variant!r} reads predictor graphs: "
                        "pass the paragraphs' and questions' graphs (TaskGraphs)")

@@ -8,7 +8,8 @@ dataset) are made by `glomo_jax.graphs`.
   `GraphMixture` (mixture.py), `uniform_graphs` (uniform.py), `graph_features`
   / `GatedFusion` (fusion.py).
 * The options of a task model's transfer and the variants: `TransferOptions`,
-  `GRAPH_VARIANTS`, `TEXT_VARIANTS` (options.py).
+  the variant registry `VARIANTS` (`Variant`: reads graphs, where the layer
+  sits), `TEXT_VARIANTS`, `PIXEL_VARIANTS`, `GRAPH_VARIANTS` (options.py).
 """
 from glomo_jax.transfer.candidates import (candidate_names, graph_candidates,
                                            propagated_candidates)

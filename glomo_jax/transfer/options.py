@@ -9,6 +9,9 @@ Variants, one word for all task models:
   the first RNN layer's states ('rnn');
 * the CIFAR ResNet: the pixel predictor's graphs fused into its input
   pixels ('glomo').
+
+`VARIANTS` is the one registry every model, task and config consults:
+whether a variant reads the predictor's graphs, and where its transfer sits.
 """
 from __future__ import annotations
 
@@ -18,9 +21,37 @@ import flax.linen as nn
 
 from glomo_jax.transfer.layer import APPLY_AS, GraphTransfer
 
+
+
+@dataclasses.dataclass(frozen=True)
+class Variant:
+  """What a variant does.
+
+  Attributes:
+    reads_graphs: the predictor's graphs are a model input (and the run
+      needs a predictor export).
+    at: where the model applies its `GraphTransfer`: None (no transfer),
+      'inputs' (the word vectors, or the pixels) or 'rnn' (the first RNN
+      layer's states).
+  """
+  reads_graphs: bool
+  at: str | None
+
+  @property
+  def mode(self) -> str | None:
+    """The `GraphTransfer` mode: 'glomo', 'uniform' or None (no layer)."""
+    return None if self.at is None else ("glomo" if self.reads_graphs else "uniform")
+
+
+VARIANTS = {"baseline": Variant(reads_graphs=False, at=None),
+            "embeddings": Variant(reads_graphs=True, at="inputs"),
+            "rnn": Variant(reads_graphs=True, at="rnn"),
+            "uniform": Variant(reads_graphs=False, at="inputs"),
+            "glomo": Variant(reads_graphs=True, at="inputs")}
 TEXT_VARIANTS = ("baseline", "embeddings", "rnn", "uniform")
 PIXEL_VARIANTS = ("baseline", "uniform", "glomo")
-GRAPH_VARIANTS = ("embeddings", "rnn", "glomo")     # the variants that read a predictor's graphs
+# the variants that read a predictor's graphs: embeddings, rnn, glomo
+GRAPH_VARIANTS = tuple(name for name, v in VARIANTS.items() if v.reads_graphs)
 DEFAULT_LAYERS = 3                                  # L without a predictor ('uniform', tests)
 
 
@@ -29,6 +60,11 @@ def check_variant(variant: str, variants=TEXT_VARIANTS) -> str:
   if variant not in variants:
     raise ValueError(f"unknown variant {variant!r}: one of {list(variants)}")
   return variant
+
+
+def variant_of(variant: str, variants=TEXT_VARIANTS) -> Variant:
+  """The registry's `Variant` of `variant` (checked against `variants`)."""
+  return VARIANTS[check_variant(variant, variants)]
 
 
 @dataclasses.dataclass(frozen=True)
@@ -73,11 +109,12 @@ class TransferOptions:
 
   def layer(self, variant: str, dropout_rate: float = 0.0, name: str = "transfer"
             ) -> nn.Module | None:
-    """The variant's `GraphTransfer` (mode 'uniform' or 'glomo'), or None for
-    'baseline'; `dropout_rate`: its locked dropout (the model's rate)."""
-    if variant == "baseline":
+    """The variant's `GraphTransfer` (mode 'uniform' or 'glomo', `Variant.mode`),
+    or None for 'baseline'; `dropout_rate`: its locked dropout (the model's rate)."""
+    mode = VARIANTS[variant].mode
+    if mode is None:
       return None
-    return GraphTransfer(mode="uniform" if variant == "uniform" else "glomo",
+    return GraphTransfer(mode=mode,
                          num_layers=self.layers_for(), num_mixtures=self.num_mixtures,
                          conditioned=self.conditioned, features=self.features,
                          dropout_rate=dropout_rate, apply_as=self.apply_as, name=name)
