@@ -11,8 +11,8 @@ import numpy as np
 import pytest
 import tensorflow_datasets as tfds
 
-from glomo_jax.squad import (Paragraph, SquadReader, best_span, exact_match, f1_score,
-                             normalize_answer, read_squad_json, read_squad_tfds,
+from glomo_jax.squad import (Paragraph, ReaderOptions, SquadReader, best_span, exact_match,
+                             f1_score, normalize_answer, read_squad_json, read_squad_tfds,
                              squad_scores)
 from glomo_jax.squad.batching import make_squad_batch
 from glomo_jax.squad.data import carve_validation, paragraph_subset
@@ -278,9 +278,9 @@ def pad_more(inputs, extra, rng):
 @pytest.mark.parametrize("variant", ["embeddings", "rnn", "baseline"])
 def test_padding_never_reaches_real_scores(variant):
   rng = np.random.default_rng(0)
-  model = SquadReader(vocab_size=30, num_chars=20, embed_dim=6, char_dim=3, char_filters=4,
-                      hidden=5, dense=6, variant=variant,
-                      transfer=TransferOptions(num_layers=2, features=3))
+  model = SquadReader(vocab_size=30, num_chars=20, variant=variant, options=ReaderOptions(
+      embed_dim=6, char_dim=3, char_filters=4, hidden=5, dense=6,
+      transfer=TransferOptions(num_layers=2, features=3)))
   inputs = reader_inputs(rng, 3, 9, 5, [9, 4, 6], [5, 2, 3], graphs=variant != "baseline")
   variables = model.init(jax.random.key(0), **inputs)
   apply = jax.jit(lambda v, x: model.apply(v, **x))
@@ -301,9 +301,9 @@ def test_the_transfer_mixes_the_word_vectors_alone(variant):
   reads, the word vectors; the characters join afterwards, so the encoder
   reads [words ; chars ; gated] and no character reaches the transfer."""
   rng = np.random.default_rng(2)
-  model = SquadReader(vocab_size=30, num_chars=20, embed_dim=6, char_dim=3, char_filters=4,
-                      hidden=5, dense=6, variant=variant,
-                      transfer=TransferOptions(num_layers=2, features=3))
+  model = SquadReader(vocab_size=30, num_chars=20, variant=variant, options=ReaderOptions(
+      embed_dim=6, char_dim=3, char_filters=4, hidden=5, dense=6,
+      transfer=TransferOptions(num_layers=2, features=3)))
   inputs = reader_inputs(rng, 2, 7, 4, [7, 5], [4, 3], graphs=variant == "embeddings")
   variables = model.init(jax.random.key(0), **inputs)
   assert variables["params"]["encoder"]["forward_input"]["kernel"].shape[0] == 6 + 4 + 3
@@ -326,9 +326,9 @@ def test_the_transfer_mixes_the_word_vectors_alone(variant):
 
 def test_graphs_and_word_vectors_get_no_gradient():
   rng = np.random.default_rng(1)
-  model = SquadReader(vocab_size=30, num_chars=20, embed_dim=6, char_dim=3, char_filters=4,
-                      hidden=5, dense=6, variant="embeddings",
-                      transfer=TransferOptions(num_layers=2))
+  model = SquadReader(vocab_size=30, num_chars=20, variant="embeddings", options=ReaderOptions(
+      embed_dim=6, char_dim=3, char_filters=4, hidden=5, dense=6,
+      transfer=TransferOptions(num_layers=2)))
   inputs = reader_inputs(rng, 2, 7, 4, [7, 5], [4, 3])
   variables = model.init(jax.random.key(0), **inputs)
 

@@ -25,9 +25,13 @@ class SquadFiles:
 
 @dataclasses.dataclass(frozen=True)
 class ReaderOptions:
-  """`glomo_jax.squad.model.SquadReader`'s fields (defaults: document-qa);
-  transfer: the graph transfer's options (its num_layers: None = the
-  predictor's L, 3 for 'uniform')."""
+  """`glomo_jax.squad.model.SquadReader`'s sizes (defaults: document-qa):
+  embed_dim (the word table's E); oov_scale, glove_scale (the table's
+  random rows and GloVe rows); char_dim, char_filters, char_width (the
+  CharCNN); hidden (GRU width per direction), dense (the ReLU layers'
+  width), dropout_rate (variational dropout); transfer: the graph
+  transfer's options (its num_layers: None = the predictor's L, 3 for
+  'uniform')."""
   embed_dim: int = 100
   oov_scale: float = 0.1
   glove_scale: float = 1.0

@@ -47,7 +47,8 @@ import jax
 import jax.numpy as jnp
 
 from glomo_jax.text import layers
-from glomo_jax.transfer.options import TransferOptions, variant_of
+from glomo_jax.squad.config import ReaderOptions
+from glomo_jax.transfer.options import variant_of
 
 NEG = -1e30
 
@@ -104,25 +105,22 @@ class SquadReader(nn.Module):
   """The document-qa reader (module docstring).
 
   Attributes:
-    vocab_size, embed_dim, embedding_init: the fixed word table [V, E].
-    num_chars, char_dim, char_filters, char_width: CharCNN.
-    hidden: GRU width per direction (document-qa 100). dense: the ReLU
-      layers' width (200). dropout_rate: variational dropout (0.2).
+    vocab_size, embedding_init: the fixed word table [V, E] (E: the
+      options' embed_dim).
+    num_chars: CharCNN's characters.
+    options: the reader's sizes (`ReaderOptions`: embed_dim; char_dim,
+      char_filters, char_width of the CharCNN; hidden: GRU width per
+      direction, document-qa 100; dense: the ReLU layers' width, 200;
+      dropout_rate: variational dropout, 0.2) and the GraphTransfer's
+      options (`transfer`); its oov_scale and glove_scale shape the word
+      table before it gets here.
     variant: 'baseline', 'embeddings', 'rnn' or 'uniform'.
-    transfer: the GraphTransfer's options.
   """
   vocab_size: int
   num_chars: int
-  embed_dim: int = 100
+  options: ReaderOptions = ReaderOptions()
   embedding_init: Callable = nn.initializers.normal(0.1)
-  char_dim: int = 20
-  char_filters: int = 100
-  char_width: int = 5
-  hidden: int = 100
-  dense: int = 200
-  dropout_rate: float = 0.2
   variant: str = "baseline"
-  transfer: TransferOptions = TransferOptions()
 
   @nn.compact
   def __call__(self, context, context_mask, context_chars, question, question_mask,
@@ -141,7 +139,7 @@ class SquadReader(nn.Module):
     Returns:
       (start, end) float32 [B, Tc]; -1e30 at padding.
     """
-    variant = variant_of(self.variant)
+    variant, o = variant_of(self.variant), self.options
     cm, qm = context_mask.astype(bool), question_mask.astype(bool)
     batch, tc, tq = context.shape[0], context.shape[1], question.shape[1]
     length = max(tc, tq)
@@ -151,28 +149,28 @@ class SquadReader(nn.Module):
     pair = lambda a, b: jnp.concatenate([pad(a), pad(b)], axis=0)  # noqa: E731
     mask2 = pair(cm, qm)
     f2 = mask2[..., None].astype(jnp.float32)
-    vdrop = lambda x: nn.Dropout(self.dropout_rate, broadcast_dims=(1,),  # noqa: E731
+    vdrop = lambda x: nn.Dropout(o.dropout_rate, broadcast_dims=(1,),  # noqa: E731
                                  deterministic=not train)(x)
     graphs = (None, None)
     if variant.reads_graphs:
-      layers.check_graphs(context_graphs, cm, self.transfer.layers_for(), "context")
-      layers.check_graphs(question_graphs, qm, self.transfer.layers_for(), "question")
+      layers.check_graphs(context_graphs, cm, o.transfer.layers_for(), "context")
+      layers.check_graphs(question_graphs, qm, o.transfer.layers_for(), "question")
       graphs = context_graphs, question_graphs
-    transfer = self.transfer.layer(self.variant, self.dropout_rate)
+    transfer = o.transfer.layer(self.variant, o.dropout_rate)
 
     def transferred(x):  # one transfer, called on each text at its own length
       return pair(transfer(x[:batch, :tc], graphs[0], cm, train=train),
                   transfer(x[batch:, :tq], graphs[1], qm, train=train)) * f2
 
-    words = layers.WordEmbedding(self.vocab_size, self.embed_dim, self.embedding_init,
+    words = layers.WordEmbedding(self.vocab_size, o.embed_dim, self.embedding_init,
                                  freeze=True, name="embed")(pair(context, question))
-    chars = CharCNN(self.num_chars, self.char_dim, self.char_filters, self.char_width,
-                    self.dropout_rate, name="chars")(pair(context_chars, question_chars),
+    chars = CharCNN(self.num_chars, o.char_dim, o.char_filters, o.char_width,
+                    o.dropout_rate, name="chars")(pair(context_chars, question_chars),
                                                      train=train)
     x = jnp.concatenate([words, chars], axis=-1) * f2
     if variant.at == "inputs":  # [words ; chars ; gated(words)]
-      x = jnp.concatenate([x, transferred(words * f2)[..., self.embed_dim:]], axis=-1)
-    x = layers.BiRNN(self.hidden, "gru", name="encoder")(vdrop(x), mask2)
+      x = jnp.concatenate([x, transferred(words * f2)[..., o.embed_dim:]], axis=-1)
+    x = layers.BiRNN(o.hidden, "gru", name="encoder")(vdrop(x), mask2)
     if variant.at == "rnn":
       x = transferred(x)
     x = vdrop(x)
@@ -180,18 +178,18 @@ class SquadReader(nn.Module):
 
     fc = mask2[:batch, :tc, None].astype(jnp.float32)
     s = TriLinear(name="bi_attention")(c, q)
-    g = nn.relu(nn.Dense(self.dense, name="attended")(bi_attention(s, c, cm, q, qm))) * fc
+    g = nn.relu(nn.Dense(o.dense, name="attended")(bi_attention(s, c, cm, q, qm))) * fc
 
-    y = vdrop(layers.BiRNN(self.hidden, "gru", name="self_encoder")(vdrop(g), cm))
+    y = vdrop(layers.BiRNN(o.hidden, "gru", name="self_encoder")(vdrop(g), cm))
     allowed = cm[:, None, :] & cm[:, :, None] & ~jnp.eye(tc, dtype=bool)[None]
     a = jnp.einsum("bij,bjd->bid",
                    layers.masked_softmax(TriLinear(name="self_attention")(y, y), allowed), y)
-    g = g + nn.relu(nn.Dense(self.dense, name="self_attended")(
+    g = g + nn.relu(nn.Dense(o.dense, name="self_attended")(
         jnp.concatenate([y, a, y * a], axis=-1))) * fc
     g = vdrop(g)
 
-    m1 = layers.BiRNN(self.hidden, "gru", name="start_encoder")(g, cm)
-    m2 = layers.BiRNN(self.hidden, "gru", name="end_encoder")(
+    m1 = layers.BiRNN(o.hidden, "gru", name="start_encoder")(g, cm)
+    m2 = layers.BiRNN(o.hidden, "gru", name="end_encoder")(
         jnp.concatenate([g, m1], axis=-1), cm)
     start = nn.Dense(1, name="start")(m1)[..., 0]
     end = nn.Dense(1, name="end")(m2)[..., 0]

@@ -11,6 +11,7 @@ and dev, speeds, the cuts, the curve) and `predictions.json` (dev).
 """
 from __future__ import annotations
 
+import dataclasses
 import logging
 import os
 import time
@@ -21,17 +22,17 @@ import numpy as np
 
 from glomo_jax.downstream.run import load_predictor, train_and_report
 from glomo_jax.downstream.task import VALIDATION
+from glomo_jax.graphs.cache import cached_word_graphs
+from glomo_jax.graphs.task_graphs import OnTheFlyGraphs, TaskGraphs
 from glomo_jax.squad.config import SquadConfig
 from glomo_jax.squad.data import (SquadSplit, carve_validation, paragraph_subset,
                                   read_squad_json, read_squad_tfds)
 from glomo_jax.squad.model import SquadReader
 from glomo_jax.squad.task import DEV, SquadTask
 from glomo_jax.text.glove import embedding_matrix, read_glove
-from glomo_jax.graphs.task_graphs import OnTheFlyGraphs, TaskGraphs
 from glomo_jax.text.layers import embedding_initializer
 from glomo_jax.text.words import Vocabulary
 from glomo_jax.train.workdir import holding_workdir
-from glomo_jax.graphs.cache import cached_word_graphs
 
 logger = logging.getLogger("glomo_jax.squad")
 
@@ -143,11 +144,10 @@ def build_reader(config: SquadConfig, vocab_size: int, num_chars: int, table=Non
   """The variant's SquadReader; `table` [V, E] initialises the fixed word table."""
   m = config.model
   extra = {} if table is None else {"embedding_init": embedding_initializer(table)}
-  return SquadReader(vocab_size=vocab_size, num_chars=num_chars, embed_dim=m.embed_dim,
-                     char_dim=m.char_dim, char_filters=m.char_filters,
-                     char_width=m.char_width, hidden=m.hidden, dense=m.dense,
-                     dropout_rate=m.dropout_rate, variant=config.variant,
-                     transfer=m.transfer.for_predictor(predictor_layers), **extra)
+  return SquadReader(vocab_size=vocab_size, num_chars=num_chars, variant=config.variant,
+                     options=dataclasses.replace(
+                         m, transfer=m.transfer.for_predictor(predictor_layers)),
+                     **extra)
 
 
 @holding_workdir

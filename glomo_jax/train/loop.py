@@ -184,6 +184,12 @@ class _Loop:
     self.ckpt.wait()
     if self.best_ckpt is not None:
       self.best_ckpt.wait()
+    return self._summary(state, first, train, preempted, progress, bool(steps))
+
+  def _summary(self, state, first: int, train: dict, preempted: bool, progress: Progress,
+               trained: bool) -> dict[str, Any]:
+    """The run's outcome (`run`'s return value); the task's `on_end` adds to
+    it unless the run was preempted. trained: this call ran any step."""
     summary = {"first_step": first, "step": int(state.step), "preempted": preempted,
                "stopped_early": self.record.stopped_early, "train": train,
                "eval": self.record.history[-1] if self.record.history else {},
@@ -192,10 +198,10 @@ class _Loop:
       logger.warning("stopped at step %d after SIGTERM; rerun the same command to resume",
                      int(state.step))
     else:
-      summary.update(task.on_end(self._context(state)))
+      summary.update(self.task.on_end(self._context(state)))
     summary["elapsed_s"] = time.perf_counter() - progress.start
     summary["train_seconds"] = self.record.train_seconds + (
-        time.perf_counter() - self._clock if steps else 0.0)
+        time.perf_counter() - self._clock if trained else 0.0)
     return summary
 
   def close(self):
