@@ -333,3 +333,25 @@ def test_example_batches_resume_exactly_and_split_rows_by_host():
   assert rows == [[0, 1], [2, 3], [4, 5], [6, 7]]
   with pytest.raises(ValueError, match="cannot be split over 3 processes"):
     example_batches.host_rows({"x": np.arange(8)}, 0, 3)
+
+
+def test_targets_of_any_shape_and_a_word_target_padder():
+  """A per-word task's targets (one tag per word, ragged) survive subsets and
+  the validation carve, and `word_targets` pads them like the words; a
+  fixed-shape target per example pads by the default padder."""
+  words = [["w"] * n for n in (3, 1, 4, 2)]
+  tags = [np.arange(n) + 1 for n in (3, 1, 4, 2)]
+  split = splits.Split({"text": words}, tags)
+  assert isinstance(split.labels, list) and len(split) == 4
+  rest, held = splits.split_validation(split, 0.25, seed=0)
+  assert sorted(len(t) for t in rest.labels + held.labels) == [1, 2, 3, 4]
+  vocab = Vocabulary.build([["w"]])
+  batch = batching.make_batch(split, [2, 0], vocab, max_words=3, batch_size=3,
+                              target_padder=batching.word_targets("text"))
+  assert batch["text"].shape == batch["label"].shape == (3, 3)
+  np.testing.assert_array_equal(batch["label"], [[1, 2, 3], [1, 2, 3], [-1, -1, -1]])
+  np.testing.assert_array_equal(batch["label"] >= 0, batch["text_mask"])
+  pairs = splits.Split({"text": words}, np.arange(8).reshape(4, 2))
+  assert pairs.labels.shape == (4, 2) and pairs.subset([3]).labels.tolist() == [[6, 7]]
+  np.testing.assert_array_equal(batching.make_batch(pairs, [1], vocab, batch_size=2)["label"],
+                                [[2, 3], [0, 0]])

@@ -20,7 +20,10 @@ class Split:
 
   Attributes:
     texts: {field: N word lists}.
-    labels: int32 [N].
+    labels: the targets: int32 [N] (a class per example), int32 [N, ...]
+      (one target array of a fixed shape per example), or a list of N int32
+      arrays of any shapes (e.g. one tag per word of a text field, [n_i]);
+      `glomo_jax.text.batching` pads them with a target padder.
     arcs: {field: N int arrays [n, 2]} of known dependency arcs, (target,
       source) word positions (the built-in language only; else None).
     raw: {field: N texts as written (`words.plain_text`)} and spans: {field:
@@ -38,7 +41,7 @@ class Split:
   info: dict[str, np.ndarray] | None = None
 
   def __post_init__(self):
-    self.labels = np.asarray(self.labels, np.int32).reshape(-1)
+    self.labels = _targets(self.labels)
     for field, rows in self.texts.items():
       if len(rows) != len(self.labels):
         raise ValueError(f"field {field!r} has {len(rows)} texts for "
@@ -55,8 +58,12 @@ class Split:
           f: [rows[i] for i in indices] for f, rows in fields.items()}
     info = None if self.info is None else {
         k: np.asarray(v)[np.asarray(indices, np.int64)] for k, v in self.info.items()}
-    return Split(pick(self.texts), self.labels[indices] if indices else self.labels[:0],
-                 pick(self.arcs), pick(self.raw), pick(self.spans), info)
+    if isinstance(self.labels, list):
+      labels = [self.labels[i] for i in indices]
+    else:
+      labels = self.labels[indices] if indices else self.labels[:0]
+    return Split(pick(self.texts), labels, pick(self.arcs), pick(self.raw), pick(self.spans),
+                 info)
 
   def lengths(self, field: str) -> np.ndarray:
     """Words per example of `field`, int64 [N]."""
@@ -65,8 +72,18 @@ class Split:
   def fingerprint_keys(self) -> list[tuple]:
     """One hashable key per example (its words and label); for tests."""
     fields = sorted(self.texts)
-    return [tuple(tuple(self.texts[f][i]) for f in fields) + (int(self.labels[i]),)
-            for i in range(len(self))]
+    return [tuple(tuple(self.texts[f][i]) for f in fields)
+            + tuple(int(t) for t in np.ravel(self.labels[i])) for i in range(len(self))]
+
+
+def _targets(labels) -> np.ndarray | list[np.ndarray]:
+  """`Split.labels` in its layout: a sequence whose items are arrays (of any
+  shapes) stays a list of int32 arrays; anything else becomes an int32
+  array, [N] when it has at most one axis, else [N, ...]."""
+  if isinstance(labels, (list, tuple)) and any(np.ndim(t) > 0 for t in labels):
+    return [np.asarray(t, np.int32) for t in labels]
+  labels = np.asarray(labels, np.int32)
+  return labels.reshape(-1) if labels.ndim <= 1 else labels
 
 
 @dataclasses.dataclass
