@@ -197,7 +197,9 @@ def compare_alignment(args, predictor, texts, spans, lengths, order) -> dict:
   """Alignment seconds of warm passes, this checkout's and --baseline_repo's
   alternating (the baseline's first pass compiles and is not counted)."""
   from glomo_jax.graphs.align import align_graphs_jit  # noqa: PLC0415
-  path = os.path.join(args.baseline_repo, "glomo_jax", "transfer", "align.py")
+  path = os.path.join(args.baseline_repo, "glomo_jax", "graphs", "align.py")
+  if not os.path.exists(path):      # checkouts before issue 61 kept it in transfer/
+    path = os.path.join(args.baseline_repo, "glomo_jax", "transfer", "align.py")
   spec = importlib.util.spec_from_file_location("baseline_align", path)
   module = importlib.util.module_from_spec(spec)
   spec.loader.exec_module(module)     # its own imports resolve to this checkout's package
