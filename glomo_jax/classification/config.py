@@ -10,10 +10,10 @@ from __future__ import annotations
 
 import dataclasses
 
+from glomo_jax.classification.verb_number import EVAL_SPLITS as VERB_NUMBER_SPLITS, ORACLE_ARCS
 from glomo_jax.downstream.config import DownstreamConfig
 from glomo_jax.downstream.options import TfdsOptions
 from glomo_jax.text.readers import TASKS
-from glomo_jax.classification.verb_number import EVAL_SPLITS as VERB_NUMBER_SPLITS, ORACLE_ARCS
 from glomo_jax.transfer.options import TRANSFER_MOVED_FIELDS, TransferOptions
 
 # Each task's evaluation splits (reported as results, besides validation).

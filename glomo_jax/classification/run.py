@@ -26,20 +26,20 @@ import os
 import time
 from typing import Any
 
+from glomo_jax.classification.agreement import load_agreement_task
+from glomo_jax.classification.config import EVAL_SPLITS, ClassificationConfig
+from glomo_jax.classification.esim import ESIM
+from glomo_jax.classification.task import ClassificationTask
+from glomo_jax.classification.text_classifier import TextClassifier
+from glomo_jax.classification.verb_number import SCORE_GROUPS, load_number_task
 from glomo_jax.data.synthetic import SyntheticConfig
 from glomo_jax.downstream.run import load_predictor, train_and_report
 from glomo_jax.downstream.task import VALIDATION
-from glomo_jax.classification.agreement import load_agreement_task
-from glomo_jax.classification.task import ClassificationTask
-from glomo_jax.classification.config import EVAL_SPLITS, ClassificationConfig
+from glomo_jax.graphs.task_graphs import ArcGraphs, TaskGraphs
+from glomo_jax.text.glove import embedding_matrix
+from glomo_jax.text.layers import embedding_initializer
 from glomo_jax.text.readers import load_task
 from glomo_jax.text.splits import TaskData
-from glomo_jax.classification.esim import ESIM
-from glomo_jax.text.glove import embedding_matrix
-from glomo_jax.graphs.task_graphs import ArcGraphs, TaskGraphs
-from glomo_jax.text.layers import embedding_initializer
-from glomo_jax.classification.text_classifier import TextClassifier
-from glomo_jax.classification.verb_number import SCORE_GROUPS, load_number_task
 from glomo_jax.train.workdir import holding_workdir
 
 logger = logging.getLogger("glomo_jax.classification")

@@ -26,8 +26,8 @@ from typing import Mapping, Sequence
 
 import numpy as np
 
-from glomo_jax.eval.conllu import Sentence
 from glomo_jax.classification.verb_number_sources import NOUNS, gold_example
+from glomo_jax.eval.conllu import Sentence
 from glomo_jax.graphs.encode import encode_texts
 from glomo_jax.graphs.shapes import unit_width
 from glomo_jax.graphs.unit_graphs import unit_graphs

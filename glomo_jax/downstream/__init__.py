@@ -18,12 +18,12 @@ The task definitions on it: text classification (`glomo_jax.classification`: IMD
 SST-2, MNLI / SNLI, agreement), SQuAD (`glomo_jax.squad`), CIFAR-10
 (`glomo_jax.images.cifar`).
 """
-from glomo_jax.train.batches import ExampleBatches, batch_order, host_rows
 from glomo_jax.downstream.config import RESUMABLE_CHANGES, DownstreamConfig
 from glomo_jax.downstream.options import OptimOptions, TfdsOptions
 from glomo_jax.downstream.run import RESULTS_FILE, load_predictor, train_and_report
 from glomo_jax.downstream.scores import classification_sums, mean_loss, summed_accuracy
 from glomo_jax.downstream.task import VALIDATION, DownstreamTask
+from glomo_jax.train.batches import ExampleBatches, batch_order, host_rows
 
 __all__ = [
     "RESULTS_FILE", "RESUMABLE_CHANGES", "VALIDATION", "DownstreamConfig", "DownstreamTask",

@@ -20,12 +20,12 @@ import time
 import jax
 import numpy as np
 
-from glomo_jax.io import write_directory_atomically
 from glomo_jax.graphs.cache_files import LENGTHS, META, OFFSETS, file_record, sealed
 from glomo_jax.graphs.cache_stores import DenseStore, SparseStore
 from glomo_jax.graphs.encode import checked_tokenizer, encode_texts, encode_word_lists
 from glomo_jax.graphs.shapes import batch_width
 from glomo_jax.graphs.unit_graphs import device_unit_graphs
+from glomo_jax.io import write_directory_atomically
 
 logger = logging.getLogger(__name__)
 

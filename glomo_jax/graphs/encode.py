@@ -18,9 +18,9 @@ from typing import Sequence
 
 import numpy as np
 
-from glomo_jax.io import round_up
 from glomo_jax.graphs.align import piece_to_unit
 from glomo_jax.graphs.shapes import piece_multiple
+from glomo_jax.io import round_up
 
 
 def encode_word_lists(tokenizer, word_lists: Sequence[Sequence[str]], max_words: int,

@@ -15,9 +15,9 @@ from typing import Mapping, Sequence
 
 import numpy as np
 
-from glomo_jax.text.splits import TaskData
-from glomo_jax.graphs.unit_graphs import text_graphs, word_graphs
 from glomo_jax.graphs.cache import WordGraphCache, cached_word_graphs
+from glomo_jax.graphs.unit_graphs import text_graphs, word_graphs
+from glomo_jax.text.splits import TaskData
 
 
 class TaskGraphs:

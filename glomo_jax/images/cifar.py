@@ -29,7 +29,6 @@ import jax.numpy as jnp
 import numpy as np
 
 from glomo_jax.config import from_dict
-from glomo_jax.train.batches import batch_order, host_rows
 from glomo_jax.downstream.config import DownstreamConfig
 from glomo_jax.downstream.options import OptimOptions
 from glomo_jax.downstream.run import load_predictor, train_and_report
@@ -37,6 +36,7 @@ from glomo_jax.downstream.scores import classification_sums, mean_loss, summed_a
 from glomo_jax.downstream.task import VALIDATION, DownstreamTask
 from glomo_jax.images.data import ImageSet, ImageSource, carve_validation, read_images
 from glomo_jax.images.pixel_transfer import GLoMoResNet
+from glomo_jax.train.batches import batch_order, host_rows
 from glomo_jax.train.task import RunEval
 from glomo_jax.train.workdir import holding_workdir
 from glomo_jax.transfer.options import PIXEL_VARIANTS, TRANSFER_MOVED_FIELDS, TransferOptions

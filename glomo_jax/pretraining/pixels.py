@@ -21,11 +21,11 @@ import jax.numpy as jnp
 import numpy as np
 
 from glomo_jax.config import ModelConfig, from_dict
-from glomo_jax.train.batches import ExampleBatches, batch_order, host_rows
 from glomo_jax.images.data import ImageSource, carve_validation, downsample, read_images
 from glomo_jax.models.pixel_glomo import PixelGLoMo
 from glomo_jax.pretraining.config import PretrainConfigBase
 from glomo_jax.train import loop
+from glomo_jax.train.batches import ExampleBatches, batch_order, host_rows
 from glomo_jax.train.config import LoopConfig
 from glomo_jax.train.run_config import check_run_config, record_run_config
 from glomo_jax.train.task import RunContext, RunEval, Task

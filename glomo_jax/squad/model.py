@@ -46,8 +46,8 @@ import flax.linen as nn
 import jax
 import jax.numpy as jnp
 
-from glomo_jax.text import layers
 from glomo_jax.squad.config import ReaderOptions
+from glomo_jax.text import layers
 from glomo_jax.transfer.options import variant_of
 
 NEG = -1e30
