@@ -57,7 +57,8 @@ from glomo_jax.classification import ClassificationConfig  # noqa: E402
 from glomo_jax.train.batches import batch_order  # noqa: E402
 from glomo_jax.classification.task import ClassificationTask  # noqa: E402
 from glomo_jax.text.glove import embedding_matrix  # noqa: E402
-from glomo_jax.classification.run import build_model, load_task_data, task_graphs  # noqa: E402
+from glomo_jax.classification.run import build_model, load_task_data  # noqa: E402
+from glomo_jax.graphs.task_graphs import task_graphs  # noqa: E402
 
 RESULTS = os.path.join(os.path.dirname(os.path.abspath(__file__)), "results",
                        "transfer_speed.jsonl")
@@ -126,8 +127,9 @@ def main():
       from glomo_jax.export import load_graph_predictor  # noqa: PLC0415
       predictor = load_graph_predictor(args.predictor_export)
     began = time.perf_counter()
-    caches[cache] = task_graphs(config, predictor, data, cache_root,
-                                splits=["train"])   # what is timed reads train
+    caches[cache] = task_graphs(config, predictor, data, cache_root, config.max_words,
+                                splits=["train"],   # what is timed reads train
+                                top_k=config.graph_cache_topk)
     seconds = time.perf_counter() - began
     texts = len(data.splits["train"]) * len(data.text_fields)
     per_text = caches[cache].graph_prefix[0] * caches[cache].graph_prefix[1]

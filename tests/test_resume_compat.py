@@ -92,3 +92,40 @@ def test_a_config_json_of_the_earlier_layout_reads_and_resumes(tmp_path):
         **vars(same.model), "transfer": same.model.transfer.__class__(num_mixtures=3,
                                                                       apply_as="mixtures")}))
     check_run_config(str(tmp_path), other.to_dict(), other.resumable(), ClassificationConfig)
+
+
+# config.json's top-level keys before the text fields became one group
+# (`text.fields.TextFields`), in the order they were written then
+CLASSIFICATION_KEYS = [
+    "variant", "predictor_export", "optim", "seed", "data_seed", "mesh_data", "compile_fast",
+    "task", "source", "files", "tfds", "synthetic", "val_fraction", "test_fraction",
+    "max_train_examples", "max_eval_examples", "vocab", "glove_path", "max_words",
+    "length_multiple", "bucket_batches", "model", "graph_cache_dir", "graph_cache_dtype",
+    "graph_cache_topk", "graph_batch_size", "graph_self_loops", "graph_source", "graph_text",
+    "oracle_arcs", "lowercase"]
+SQUAD_KEYS = [
+    "variant", "predictor_export", "optim", "seed", "data_seed", "mesh_data", "compile_fast",
+    "source", "files", "tfds", "val_questions", "max_train_questions", "max_dev_questions",
+    "glove_path", "min_count", "char_min_count", "max_word_chars", "max_context_words",
+    "max_question_words", "length_multiple", "bucket_batches", "max_span", "model",
+    "graph_cache_dir", "graph_cache_dtype", "graph_batch_size", "graph_self_loops",
+    "graph_text", "graphs_on_the_fly"]
+
+
+def test_the_text_configs_keep_their_flat_fields_and_defaults(tmp_path):
+  """The shared text fields live once (`TextFields`, a base of both configs):
+  config.json keeps the same flat keys (only their order moved) and
+  defaults, and a config.json in the old order resumes."""
+  import json  # noqa: PLC0415
+  from glomo_jax.classification import ClassificationConfig  # noqa: PLC0415
+  from glomo_jax.squad import SquadConfig  # noqa: PLC0415
+  from glomo_jax.train.run_config import check_run_config  # noqa: PLC0415
+  for cls, keys in ((ClassificationConfig, CLASSIFICATION_KEYS), (SquadConfig, SQUAD_KEYS)):
+    config = cls()
+    assert sorted(config.to_dict()) == sorted(keys)
+    old = {k: config.to_dict()[k] for k in keys}          # written in the old order
+    (tmp_path / "config.json").write_text(json.dumps(old))
+    assert cls.from_dict(old) == config
+    check_run_config(str(tmp_path), config.to_dict(), config.resumable(), cls)
+  for config, defaults in ((ClassificationConfig(), (8, 32)), (SquadConfig(), (16, 8))):
+    assert (config.length_multiple, config.graph_batch_size) == defaults

@@ -13,6 +13,7 @@ import dataclasses
 from glomo_jax.classification.verb_number import EVAL_SPLITS as VERB_NUMBER_SPLITS, ORACLE_ARCS
 from glomo_jax.downstream.config import DownstreamConfig
 from glomo_jax.downstream.options import TfdsOptions
+from glomo_jax.text.fields import TextFields, VocabOptions
 from glomo_jax.text.readers import TASKS
 from glomo_jax.transfer.options import TRANSFER_MOVED_FIELDS, TransferOptions
 
@@ -49,12 +50,6 @@ class AgreementData:
 
 
 @dataclasses.dataclass(frozen=True)
-class VocabOptions:
-  min_count: int = 1
-  max_size: int | None = None
-
-
-@dataclasses.dataclass(frozen=True)
 class ClassifierOptions:
   """The task model's fields (`TextClassifier` for one text, `ESIM` for two).
 
@@ -78,10 +73,13 @@ class ClassifierOptions:
 
 
 @dataclasses.dataclass(frozen=True)
-class ClassificationConfig(DownstreamConfig):
+class ClassificationConfig(TextFields, DownstreamConfig):
   """One text classification run: task data, word vectors, graph source,
-  model, training; and `DownstreamConfig`'s fields (variant, predictor_export,
-  optim, seed, data_seed, mesh_data, compile_fast).
+  model, training; `DownstreamConfig`'s fields (variant, predictor_export,
+  optim, seed, data_seed, mesh_data, compile_fast) and the text fields every
+  text kind shares (`text.fields.TextFields`: glove_path, length_multiple,
+  bucket_batches, graph_cache_dir, graph_cache_dtype, graph_batch_size,
+  graph_self_loops, graph_text).
 
   Attributes:
     task: 'imdb', 'sst2', 'mnli', 'snli', 'agreement' or 'verb_number'
@@ -94,21 +92,12 @@ class ClassificationConfig(DownstreamConfig):
       task's first evaluation split ('test'; MNLI 'matched': the local
       train-only files' genres) where the data has none; 0: none carved.
     max_train_examples, max_eval_examples: seeded random subsets.
-    vocab: vocabulary of the training split.
-    glove_path: GloVe text file (None: random word vectors).
+    vocab: vocabulary of the training split (`text.fields.VocabOptions`).
     max_words: cut every text (and graph) to this many words.
-    length_multiple: padded lengths are rounded up to a multiple of this.
-    bucket_batches: length bucketing window (`train.batches.batch_order`).
     model: the task model's fields.
-    graph_cache_dir: where the word-graph caches go (None: <workdir>/graph_cache).
-    graph_cache_dtype: 'float16' or 'float32', or with graph_cache_topk
-      'uint8' (each row's weights as 8-bit levels). graph_cache_topk: None
-      stores the graphs dense; k keeps each row's k largest sources (exact
-      where k covers the row's nonzeros; `glomo_jax.graphs.cache`).
-      graph_batch_size: predictor batch while building the cache.
-      graph_self_loops: keep the weight between pieces of one word on the
-      word graphs' diagonal (default: no diagonal, as the authors' word
-      graphs; `graphs.align_graphs`).
+    graph_cache_topk: None stores the graphs dense; k keeps each row's k
+      largest sources (exact where k covers the row's nonzeros;
+      `glomo_jax.graphs.cache`), and graph_cache_dtype may be 'uint8'.
     graph_source: 'predictor' (the export's graphs) or 'arcs': the known
       dependency arcs as graphs (`graphs.task_graphs.ArcGraphs`; the agreement
       and verb_number tasks), what a perfect predictor would give; L from
@@ -117,9 +106,6 @@ class ClassificationConfig(DownstreamConfig):
       row before the verb → the gold subject) or 'tree' (the gold tree).
     lowercase: verb_number: the classifier reads the words lower-cased (the
       predictor always reads them as written).
-    graph_text: what the predictor reads: 'raw', each text as written (its
-      pieces go to the task's words by characters), or 'words', the task's
-      lower-cased, PTB-split words joined by spaces.
   """
   task: str = "imdb"
   source: str = "files"
@@ -131,18 +117,10 @@ class ClassificationConfig(DownstreamConfig):
   max_train_examples: int | None = None
   max_eval_examples: int | None = None
   vocab: VocabOptions = VocabOptions()
-  glove_path: str | None = None
   max_words: int | None = None
-  length_multiple: int = 8
-  bucket_batches: int = 0
   model: ClassifierOptions = ClassifierOptions()
-  graph_cache_dir: str | None = None
-  graph_cache_dtype: str = "float16"
   graph_cache_topk: int | None = None
-  graph_batch_size: int = 32
-  graph_self_loops: bool = False
   graph_source: str = "predictor"
-  graph_text: str = "raw"
   oracle_arcs: str = "subject"
   lowercase: bool = True
 
@@ -179,8 +157,7 @@ class ClassificationConfig(DownstreamConfig):
     if self.graph_source not in GRAPH_SOURCES:
       raise ValueError(f"unknown graph_source {self.graph_source!r}: one of "
                        f"{list(GRAPH_SOURCES)}")
-    if self.graph_text not in ("raw", "words"):
-      raise ValueError(f"unknown graph_text {self.graph_text!r}: 'raw' or 'words'")
+    self.check_text()
     if self.graph_source == "arcs" and self.task not in ("agreement", "verb_number"):
       raise ValueError("graph_source='arcs' needs known arcs: only the agreement task "
                        "(source='synthetic') and verb_number (gold parses) have them")

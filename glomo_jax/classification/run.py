@@ -2,9 +2,10 @@
 
 Loads the task (`load_task_data`: data files, TFDS or the built-in
 agreement task; a validation split is carved from train unless one is
-given), builds the vocabulary and the (GloVe) embedding table, loads the
-exported graph predictor and its word-graph caches for the 'embeddings' /
-'rnn' variants, builds the task model (`build_model`), trains it
+given), builds the vocabulary and the (GloVe) embedding table
+(`text.fields.task_vocabulary`), loads the exported graph predictor and its
+word-graph caches for the 'embeddings' / 'rnn' variants
+(`graphs.task_graphs.task_graphs`), builds the task model (`build_model`), trains it
 (`ClassificationTask` on `glomo_jax.downstream`: checkpoints, exact resume,
 early stopping on validation accuracy) and writes `<workdir>/results.json`:
 config, variant, seed, validation accuracy, the accuracy of each evaluation
@@ -35,8 +36,8 @@ from glomo_jax.classification.verb_number import SCORE_GROUPS, load_number_task
 from glomo_jax.data.synthetic import SyntheticConfig
 from glomo_jax.downstream.run import load_predictor, train_and_report
 from glomo_jax.downstream.task import VALIDATION
-from glomo_jax.graphs.task_graphs import ArcGraphs, TaskGraphs
-from glomo_jax.text.glove import embedding_matrix
+from glomo_jax.graphs.task_graphs import ArcGraphs, task_graphs
+from glomo_jax.text.fields import task_vocabulary
 from glomo_jax.text.layers import embedding_initializer
 from glomo_jax.text.readers import load_task
 from glomo_jax.text.splits import TaskData
@@ -84,18 +85,6 @@ def build_model(config: ClassificationConfig, data: TaskData, vocab_size: int, t
   return ESIM(self_attention=m.self_attention, rnn_layers=m.rnn_layers, **common)
 
 
-def task_graphs(config: ClassificationConfig, predictor, data: TaskData, root: str,
-                splits=None) -> TaskGraphs:
-  """The predictor's word graphs of `data` (every split, or `splits`), cached
-  under `root` with the config's cache options (dtype, top-k, build batch,
-  self-loops, raw or space-joined text)."""
-  return TaskGraphs.build(root, predictor, data, config.max_words, splits=splits,
-                          dtype=config.graph_cache_dtype, top_k=config.graph_cache_topk,
-                          batch_size=config.graph_batch_size,
-                          self_loops=config.graph_self_loops,
-                          raw_text=config.graph_text == "raw")
-
-
 @holding_workdir
 def run_classification(config: ClassificationConfig, workdir: str, *, devices=None,
                  compilation_cache_dir: str | None = None) -> dict[str, Any]:
@@ -108,12 +97,8 @@ def run_classification(config: ClassificationConfig, workdir: str, *, devices=No
   os.makedirs(workdir, exist_ok=True)
   data = load_task_data(config)
   logger.info("%s: %s", config.task, data.summary())
-  vocab = data.build_vocabulary(min_count=config.vocab.min_count,
-                                max_size=config.vocab.max_size)
-  table, coverage = embedding_matrix(vocab, config.glove_path, dim=config.model.embed_dim,
-                                     oov_scale=config.model.oov_scale,
-                                     glove_scale=config.model.glove_scale, seed=config.data_seed)
-  logger.info("vocabulary %d words; %s", len(vocab), coverage)
+  vocab, table, coverage = task_vocabulary(config, data, config.vocab, config.model,
+                                           config.data_seed)
 
   predictor = graphs = None
   graph_layers = None
@@ -123,9 +108,10 @@ def run_classification(config: ClassificationConfig, workdir: str, *, devices=No
     logger.info("graphs from the known arcs (L=%d, K=1)", graph_layers)
   elif config.reads_graphs:
     predictor = load_predictor(config.predictor_export)
-    root = config.graph_cache_dir or os.path.join(workdir, "graph_cache")
+    root = config.graph_cache_root(workdir)
     t0 = time.time()
-    graphs = task_graphs(config, predictor, data, root)
+    graphs = task_graphs(config, predictor, data, root, config.max_words,
+                         top_k=config.graph_cache_topk)
     logger.info("predictor %s (L=%d, K=%d); graph cache %s ready (%.1f s)",
                 config.predictor_export, predictor.config.num_graph_layers,
                 predictor.config.num_heads, root, time.time() - t0)

@@ -12,7 +12,8 @@ into task features is `glomo_jax.transfer`.
   key, formats, files and build in cache_key.py, cache_stores.py,
   cache_files.py, cache_build.py; packed sparse rows in sparse_rows.py).
 * A task's graphs: `TaskGraphs` (task_graphs.py), one cache per split and
-  text field, or `OnTheFlyGraphs` (computed per batch).
+  text field, or `OnTheFlyGraphs` (computed per batch); `task_graphs.task_graphs`,
+  the caches a text config's `TextFields` set.
 """
 from glomo_jax.graphs.align import align_graphs, piece_to_unit
 from glomo_jax.graphs.cache import WordGraphCache, cached_word_graphs

@@ -8,6 +8,8 @@ and gathered per batch by the examples' positions in their split
 (`TaskGraphs`), or computed per batch by the predictor with no disk cache
 (`OnTheFlyGraphs`: each distinct text of a batch once; the cache's values
 exactly when it stores float32, within float16 rounding otherwise).
+`task_graphs` opens a task's caches with the options of its config's
+`TextFields` (the set-up every text kind calls).
 """
 from __future__ import annotations
 
@@ -17,6 +19,7 @@ import numpy as np
 
 from glomo_jax.graphs.cache import WordGraphCache, cached_word_graphs
 from glomo_jax.graphs.unit_graphs import text_graphs, word_graphs
+from glomo_jax.text.fields import TextFields
 from glomo_jax.text.splits import TaskData
 
 
@@ -88,6 +91,16 @@ class TaskGraphs:
     if len(real):
       out[real] = cache.get(index[real], length, dtype)[0]
     return out
+
+
+def task_graphs(fields: TextFields, predictor, data: TaskData, root: str, max_words: int, *,
+                splits: Sequence[str] | None = None, top_k: int | None = None) -> TaskGraphs:
+  """The predictor's word graphs of `data` (every split, or `splits`), cut to
+  `max_words` and cached under `root` (`TextFields.graph_cache_root`) with
+  the cache options of `fields` (dtype, build batch, self-loops, raw or
+  space-joined text) and `top_k` (None: dense)."""
+  return TaskGraphs.build(root, predictor, data, max_words, splits=splits, top_k=top_k,
+                          raw_text=fields.graph_text == "raw", **fields.graph_cache_options())
 
 
 class OnTheFlyGraphs:

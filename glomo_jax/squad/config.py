@@ -10,6 +10,7 @@ import dataclasses
 
 from glomo_jax.downstream.config import DownstreamConfig
 from glomo_jax.downstream.options import TfdsOptions
+from glomo_jax.text.fields import TextFields
 from glomo_jax.transfer.options import TRANSFER_MOVED_FIELDS, TransferOptions
 
 SOURCES = ("files", "tfds")
@@ -46,10 +47,12 @@ class ReaderOptions:
 
 
 @dataclasses.dataclass(frozen=True)
-class SquadConfig(DownstreamConfig):
-  """One SQuAD run: data, word vectors, graph source, reader, training; and
+class SquadConfig(TextFields, DownstreamConfig):
+  """One SQuAD run: data, word vectors, graph source, reader, training;
   `DownstreamConfig`'s fields (variant, predictor_export, optim, seed,
-  data_seed, mesh_data, compile_fast).
+  data_seed, mesh_data, compile_fast) and the text fields every text kind
+  shares (`text.fields.TextFields`; here length_multiple defaults to 16 and
+  graph_batch_size to 8).
 
   Attributes:
     source: 'files' or 'tfds' (`squad/v1.1`: train / validation as dev).
@@ -66,16 +69,14 @@ class SquadConfig(DownstreamConfig):
     max_context_words: passages are cut to this many words (None: never);
       questions answered beyond it are left out of training, and every cut
       is counted in results.json. max_question_words likewise.
-    length_multiple: padded lengths rounded up to a multiple of this.
-    bucket_batches: length-bucketing window in batches (`batch_order`).
     max_span: most words in a predicted answer (document-qa 17).
     model: the reader's fields.
-    graph_cache_dir, graph_cache_dtype, graph_batch_size,
-      graph_self_loops, graph_text: the graph source (as in ClassificationConfig);
-      graphs are computed per paragraph and per question, by default from
-      the passage and question texts as written ('raw'; 'words': the
-      lower-cased words joined by spaces). graphs_on_the_fly: no disk cache; each
-      batch's graphs are computed by the predictor (each of its paragraphs once).
+    graph_cache_dir, graph_cache_dtype, graph_batch_size, graph_self_loops,
+      graph_text: the graph source (`TextFields`); graphs are computed per
+      paragraph and per question, by default from the passage and question
+      texts as written ('raw'; 'words': the lower-cased words joined by
+      spaces). graphs_on_the_fly: no disk cache; each batch's graphs are
+      computed by the predictor (each of its paragraphs once).
   """
   source: str = "files"
   files: SquadFiles = SquadFiles()
@@ -83,21 +84,15 @@ class SquadConfig(DownstreamConfig):
   val_questions: int = 1000
   max_train_questions: int | None = None
   max_dev_questions: int | None = None
-  glove_path: str | None = None
   min_count: int = 1
   char_min_count: int = 1
   max_word_chars: int = 14
   max_context_words: int | None = None
   max_question_words: int | None = None
-  length_multiple: int = 16
-  bucket_batches: int = 0
+  length_multiple: int = 16                # TextFields' field, another default
   max_span: int = 17
   model: ReaderOptions = ReaderOptions()
-  graph_cache_dir: str | None = None
-  graph_cache_dtype: str = "float16"
-  graph_batch_size: int = 8
-  graph_self_loops: bool = False
-  graph_text: str = "raw"
+  graph_batch_size: int = 8                # TextFields' field, another default
   graphs_on_the_fly: bool = False
 
   def check(self) -> None:
@@ -110,9 +105,8 @@ class SquadConfig(DownstreamConfig):
       raise ValueError("source='files' needs --config.files.train=PATH (SQuAD JSON, e.g. "
                        "../shared/data/squad_v1.1/squad_train-v1.1_rebuilt.json.xz)")
     self.check_predictor()
-    if self.graph_text not in ("raw", "words"):
-      raise ValueError(f"unknown graph_text {self.graph_text!r}: 'raw' or 'words'")
-    for name in ("max_span", "max_word_chars", "length_multiple", "graph_batch_size"):
+    self.check_text()
+    for name in ("max_span", "max_word_chars"):
       if getattr(self, name) < 1:
         raise ValueError(f"{name} must be >= 1, got {getattr(self, name)}")
     if self.val_questions < 1:

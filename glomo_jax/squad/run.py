@@ -29,7 +29,8 @@ from glomo_jax.squad.data import (SquadSplit, carve_validation, paragraph_subset
                                   read_squad_json, read_squad_tfds)
 from glomo_jax.squad.model import SquadReader
 from glomo_jax.squad.task import DEV, SquadTask
-from glomo_jax.text.glove import embedding_matrix, read_glove
+from glomo_jax.text.fields import word_table
+from glomo_jax.text.glove import read_glove
 from glomo_jax.text.layers import embedding_initializer
 from glomo_jax.text.words import Vocabulary
 from glomo_jax.train.workdir import holding_workdir
@@ -134,8 +135,7 @@ def squad_graphs(root: str, predictor, splits: dict[str, SquadSplit], config: Sq
       text = {} if raw is None else dict(zip(("texts", "word_spans"), raw[name][field]))
       caches[name][field] = cached_word_graphs(
           root, predictor, texts, min(longest, cap) if cap else longest,
-          dtype=config.graph_cache_dtype, batch_size=config.graph_batch_size,
-          self_loops=config.graph_self_loops, **text)
+          **config.graph_cache_options(), **text)
   return TaskGraphs(caches)
 
 
@@ -161,10 +161,7 @@ def run_squad(config: SquadConfig, workdir: str, *, devices=None,
   os.makedirs(workdir, exist_ok=True)
   splits, report = load_squad(config)
   vocab, chars, vectors = build_vocabularies(splits, config)
-  table, coverage = embedding_matrix(vocab, config.glove_path, dim=config.model.embed_dim,
-                                     oov_scale=config.model.oov_scale,
-                                     glove_scale=config.model.glove_scale, seed=config.data_seed,
-                                     vectors=vectors)
+  table, coverage = word_table(config, vocab, config.model, config.data_seed, vectors)
   logger.info("vocabulary %d words, %d characters; %s", len(vocab), len(chars), coverage)
   if jax.process_index() == 0:
     vocab.save(os.path.join(workdir, VOCAB_FILE))
@@ -174,7 +171,7 @@ def run_squad(config: SquadConfig, workdir: str, *, devices=None,
   graph_seconds = 0.0
   if config.reads_graphs:
     predictor = load_predictor(config.predictor_export)
-    root = config.graph_cache_dir or os.path.join(workdir, "graph_cache")
+    root = config.graph_cache_root(workdir)
     t0 = time.time()
     graphs = squad_graphs(root, predictor, splits, config)
     graph_seconds = time.time() - t0
