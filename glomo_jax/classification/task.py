@@ -1,4 +1,6 @@
-"""Text classification (IMDB, SST-2, NLI, agreement) as a downstream task.
+"""Text classification (IMDB, SST-2, NLI, agreement) as a downstream task;
+with a per-word target padder (`text.batching.word_targets`) and a model of
+per-word logits, a per-word classifier (a tagger) as well.
 
 The weighted mean cross-entropy is trained with the config's optimiser;
 validation accuracy ranks the evaluations (`DownstreamTask`); at the end the
@@ -16,13 +18,13 @@ from typing import Any, Sequence
 
 import jax.numpy as jnp
 
-from glomo_jax.classification.config import ClassificationConfig
 from glomo_jax.downstream.scores import (ScoreGroup, classification_sums, group_accuracy,
                                          group_membership, group_sums, mean_loss,
                                          summed_accuracy)
 from glomo_jax.downstream.task import DownstreamTask
 from glomo_jax.graphs.task_graphs import TaskGraphs
-from glomo_jax.text.batching import make_batch
+from glomo_jax.text.batching import TargetPadder, make_batch, pad_labels
+from glomo_jax.text.fields import TextFields
 from glomo_jax.text.splits import TaskData
 from glomo_jax.text.words import Vocabulary
 from glomo_jax.train.batches import batch_order, host_rows
@@ -38,17 +40,21 @@ class ClassificationTask(DownstreamTask):
       keywords f, f_mask (and f_graphs when it reads graphs) and `train`).
     data: the task's splits (`text.readers.load_task`, `agreement.load_agreement_task`).
     vocab: word → id (its size must match the model's vocab_size).
-    config: the run's ClassificationConfig (optim, max_words, length_multiple,
-      bucket_batches, seed, mesh_data, compile_fast).
+    config: the run's config: a `DownstreamConfig` with `TextFields` and
+      max_words (ClassificationConfig, or another text kind's; read: optim,
+      max_words, length_multiple, bucket_batches, seed, mesh_data, compile_fast).
     graphs: the word graphs of every split; required iff the model reads graphs.
     groups: subsets of a split's examples scored apart (`ScoreGroup`, by the
       split's `info`), e.g. the verb-number task's attractor counts.
+    target_padder: the batches' 'label' array (`text.batching`: `pad_labels`,
+      a class per example, the model's logits [b, C]; `word_targets(field)`,
+      a class per word, logits [b, W_field, C]: loss and accuracy per word).
   """
   log_metrics = ("loss", "accuracy")
 
-  def __init__(self, model, data: TaskData, vocab: Vocabulary, config: ClassificationConfig,
+  def __init__(self, model, data: TaskData, vocab: Vocabulary, config: TextFields,
                graphs: TaskGraphs | None = None,  # or OnTheFlyGraphs, ArcGraphs
-               groups: Sequence[ScoreGroup] = ()):
+               groups: Sequence[ScoreGroup] = (), target_padder: TargetPadder = pad_labels):
     reads_graphs = VARIANTS[getattr(model, "variant", "baseline")].reads_graphs
     if reads_graphs and graphs is None:
       raise ValueError(f"model variant {model.variant!r} reads predictor graphs: "
@@ -60,6 +66,7 @@ class ClassificationTask(DownstreamTask):
     self.fields = data.text_fields
     self.held_out = data.eval_splits
     self.groups = tuple(groups)
+    self.target_padder = target_padder
     super().__init__(config, data.splits["train"],
                      functools.partial(self.device_batch, "train",
                                        batch_size=config.optim.batch_size),
@@ -70,12 +77,14 @@ class ClassificationTask(DownstreamTask):
                    groups: bool = False) -> dict:
     """This process's rows of the padded batch of `indices` of `split`:
     {f: int32 [b, W_f], f_mask: bool, (f_graphs: float32 [b, 2L, K, W_f, W_f]),
-    label: int32 [b], weight: float32 [b] (0 for padding rows), and with
+    label: the target padder's (int32 [b] by default), weight: float32 [b]
+    (0 for padding rows), and with
     `groups` 'groups': float32 [b, G], 1 where the row is in the task's group g}."""
     c = self.config
     data = self.data.splits[split]
     batch = make_batch(data, indices, self.vocab, max_words=c.max_words,
-                       length_multiple=c.length_multiple, batch_size=batch_size)
+                       length_multiple=c.length_multiple, batch_size=batch_size,
+                       target_padder=self.target_padder)
     if groups:
       batch["groups"] = group_membership(self.groups, data.info, batch["index"])
     batch = host_rows(batch, *self.process)

@@ -19,7 +19,14 @@ def classification_sums(logits: jax.Array, labels: jax.Array, weights: jax.Array
   cross-entropy and of the correct argmaxes, and the weights' sum.
 
   logits: [B, C] (computed in float32); labels: int [B]; weights: [B] (0 for
-  padding rows)."""
+  padding rows). Or one class per position (e.g. per word): logits [B, W,
+  C], labels int [B, W] with a negative label where there is none (padding
+  words, `text.batching.word_targets`), each row's weight counting for each
+  of its labelled positions: the sums run over positions."""
+  if jnp.ndim(labels) > 1:
+    labelled = (labels >= 0).astype(jnp.float32)
+    weights = labelled * jnp.reshape(weights, jnp.shape(weights) + (1,) * (jnp.ndim(labels) - 1))
+    labels = jnp.maximum(labels, 0)
   losses = optax.softmax_cross_entropy_with_integer_labels(logits.astype(jnp.float32), labels)
   correct = (jnp.argmax(logits, -1) == labels).astype(jnp.float32)
   return {"loss_sum": jnp.sum(losses * weights), "correct": jnp.sum(correct * weights),
