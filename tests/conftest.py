@@ -88,7 +88,7 @@ LONG_FILES = ("test_train_multihost.py", "test_train_resume.py", "test_fused_ste
               "test_downstream_multihost.py", "test_train_sharding.py", "test_cifar.py",
               "test_transfer_experiment.py", "test_predictor_table.py",
               "test_accelerator_pipeline.py", "test_configs.py", "test_tasks_classification.py",
-              "test_entry_point_errors.py")
+              "test_entry_point_errors.py", "test_text_kind.py")
 
 
 def pytest_collection_modifyitems(config, items):
