@@ -4,7 +4,7 @@ whether the graphs learned the planted dependencies.
   python -m experiments.demo --workdir=runs/demo
 
 1. pretrains GLoMo on the synthetic corpus (experiments/configs/demo.py;
-   a few minutes on 2 CPU cores), which exports the graph predictor;
+   6,000 steps, about 6 minutes on 2 CPU cores), which exports the graph predictor;
 2. loads the export as another program would and draws a sentence's graphs
    (<workdir>/graphs.png, every layer and head);
 3. prints how much graph weight falls on the planted true arcs (agreement,

@@ -75,27 +75,6 @@ settings.register_profile("ci", derandomize=True, database=None, **_FUZZ)
 settings.register_profile("long", derandomize=False, database=None, **_FUZZ)
 settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "ci"))
 
-
-# The files whose tests run longest (whole runs in subprocesses: kills and
-# resumes, several hosts, the grids), most expensive first, run before the
-# rest. `make test`'s two workers each take a contiguous half of the tests
-# and, once done, steal from the end of the other's; with the long tests
-# first, what is left to steal at the end is short, and neither worker waits
-# idle while the other finishes a minute-long test. Files keep their own
-# order inside (a file's tests share programs); the rest stay alphabetical.
-LONG_FILES = ("test_train_multihost.py", "test_train_resume.py", "test_fused_step.py",
-              "test_squad_run.py", "test_full_disk.py", "test_images_pretraining.py",
-              "test_downstream_multihost.py", "test_train_sharding.py", "test_cifar.py",
-              "test_transfer_experiment.py", "test_predictor_table.py",
-              "test_accelerator_pipeline.py", "test_configs.py", "test_tasks_classification.py",
-              "test_entry_point_errors.py", "test_text_kind.py")
-
-
-def pytest_collection_modifyitems(config, items):
-  del config
-  rank = {name: i for i, name in enumerate(LONG_FILES)}
-  items.sort(key=lambda item: rank.get(item.path.name, len(LONG_FILES)))   # stable
-
 from glomo_jax import GLoMo, ModelConfig  # noqa: E402
 
 # Tracing makes many short-lived objects, and a pytest process's heap grows
