@@ -8,9 +8,8 @@ report how much of the learned graphs' weight falls on them.
 
 6,000 steps of 16 windows × 64 tokens, about 6 minutes on 2 CPU cores;
 README has the held-out loss and the planted-arc scores it reaches for
-three seeds. At 2,000 steps the predictor's use downstream depended on the
-seed and the machine (the demo's GLoMo row printed 53.5 %, 95.1 % and
-96.8 % for seeds 0–2 on one machine); at 6,000 it printed 95.7–97.4 %
+three seeds. Why 6,000: after 2,000 steps whether the downstream classifier
+could use the graphs depended on the seed and the machine
 (experiments/RESULTS.md, the agreement section).
 The optimiser is the authors' (SGD lr 8, momentum 0.2, global-norm clip 0.25:
 no dead head, experiments/RESULTS.md); `:adam` the earlier preset (Adam 3e-3,
