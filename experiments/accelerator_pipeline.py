@@ -14,7 +14,10 @@ Stages, in order (each is skipped once done; `--stages` picks some):
              invocations or the config's steps are done
   export     the newest checkpoint's graph predictor (WORKDIR/pretrain/export)
   analysis   graph statistics of 256 MNLI premises, the alignment with the UD
-             English EWT dev trees, a drawing of one sentence's graphs
+             English EWT dev trees, a drawing of one sentence's graphs; on
+             UD EWT train's verbs, the subject-arc table
+             (experiments.verb_number_arcs) and the whole model as a
+             language model on verb number (experiments.verb_number_lm)
   imdb, mnli baseline / uniform / GLoMo (embeddings) × seeds at the CPU-scale
              task settings of experiments/RESULTS.md (the same runs, another
              predictor, all at once: `--parallel`): one run builds the graph
@@ -216,6 +219,9 @@ class Pipeline:
     out = os.path.join(self.workdir, "analysis")
     os.makedirs(out, exist_ok=True)
     tiny = self.preset == "tiny"
+    ud_train, ud_dev = (self.path("ud_english_ewt", f"en_ewt-ud-{split}.conllu.gz")
+                        for split in ("train", "dev"))
+    few = ["--max_sentences=60"] if tiny else []
     jobs = [
         ("graph_stats", ["-m", "experiments.graph_stats", f"--export={self.export_dir}",
                          f"--data={self.path('mnli', 'mnli_train_subset_9k.jsonl.xz')}",
@@ -227,6 +233,12 @@ class Pipeline:
          + (["--max_sentences=20"] if tiny else [])),
         ("plot_graphs", ["-m", "experiments.plot_graphs", f"--export={self.export_dir}",
                          f"--text={GRAPH_SENTENCE}", f"--out={os.path.join(out, 'graphs.png')}"]),
+        ("subject_arcs", ["-m", "experiments.verb_number_arcs", f"--export={self.export_dir}",
+                          f"--conllu={ud_train}", f"--select_conllu={ud_dev}",
+                          f"--output_json={os.path.join(out, 'subject_arcs.json')}"] + few),
+        ("lm_agreement", ["-m", "experiments.verb_number_lm", f"--workdir={self.pretrain_dir}",
+                          f"--conllu={ud_train}",
+                          f"--output_json={os.path.join(out, 'lm_agreement.json')}"] + few),
     ]
     for name, args in jobs:
       target = os.path.join(out, f"{name}.md")
@@ -350,7 +362,7 @@ def report(pipeline: Pipeline, out: str) -> str:
     lines += ["", "Last progress lines:", "", "```"] + state["pretrain_chunks"][-1].get(
         "progress", []) + ["```", ""]
   analysis = os.path.join(pipeline.workdir, "analysis")
-  for name in ("graph_stats", "syntax_alignment"):
+  for name in ("graph_stats", "syntax_alignment", "subject_arcs", "lm_agreement"):
     path = os.path.join(analysis, f"{name}.md")
     if os.path.exists(path):
       with open(path, encoding="utf-8") as f:

@@ -12,6 +12,7 @@ the predictor (same shapes, fresh parameters) is scored beside it.
 """
 from __future__ import annotations
 
+import itertools
 import json
 
 from absl import flags
@@ -24,6 +25,7 @@ _SELECT = flags.DEFINE_string("select_conllu", None, "Treebank on which each pre
                               "best head is chosen (None: --conllu itself, optimistic).")
 _OUTPUT_JSON = flags.DEFINE_string("output_json", None, "Write the figures as JSON.")
 _BATCH = flags.DEFINE_integer("batch_size", 32, "Instances per predictor call.")
+_MAX_SENTENCES = flags.DEFINE_integer("max_sentences", None, "Read each treebank's first N.")
 flags.mark_flags_as_required(["export", "conllu"])
 
 
@@ -40,7 +42,9 @@ def table(result: dict, names: list[str]) -> str:
     for n in names:
       b, m = e[n]["best head"], e[n]["mean of heads"]
       cells.append(f"{b['head']:>14s} {b['weight']:.3f} / {b['top1']:.3f}   "
-                   f"{m['weight']:.3f} / {m['top1']:.3f}")
+                   f"{m['weight']:.3f} / {m['top1']:.3f}  (nearest other noun: "
+                   f"{b['noun weight']:.3f} / {b['noun top1']:.3f}, "
+                   f"{m['noun weight']:.3f} / {m['noun top1']:.3f})")
     lines.append(f"{group:15s} {e['examples']:5d} {e['chance']:7.3f} "
                  f"{e['best offset']['offset']:>3d}: {e['best offset']['top1']:.3f} "
                  f"{e['nearest noun']:6.3f}  " + "  ".join(cells))
@@ -58,10 +62,11 @@ def main(argv):
 
   trained = load_graph_predictor(_EXPORT.value)
   predictors = {"trained": trained, "untrained": untrained_twin(trained)}
-  scored = instances(list(read_conllu(_CONLLU.value)))
+  first = lambda path: list(itertools.islice(read_conllu(path), _MAX_SENTENCES.value))  # noqa: E731
+  scored = instances(first(_CONLLU.value))
   select = None
   if _SELECT.value:
-    chosen = instances(list(read_conllu(_SELECT.value)))
+    chosen = instances(first(_SELECT.value))
     picked = score_subject_arcs(chosen, {n: forward_rows(p, chosen, _BATCH.value)
                                          for n, p in predictors.items()})
     select = {n: picked["distance 2+"][n]["best head"]["head"] for n in predictors}

@@ -64,6 +64,8 @@ def test_stages_resume_across_invocations_and_report(tmp_path):
       assert "--xla_gpu_enable_triton_gemm=false" in f.read().splitlines()[1], short
   report = (out / "report.md").read_text()
   assert "| 0 | " in report and "## syntax_alignment" in report and "## graph_stats" in report
+  assert "## subject_arcs" in report and "distance 2+" in report
+  assert "## lm_agreement" in report and "attractors_0" in report
   assert "| embeddings | 0 |" in report
   assert (out / "graphs.png").read_bytes()[:4] == b"\x89PNG"
   assert sorted(os.listdir(out)) == ["graphs.png", "report.md"]       # nothing else leaves

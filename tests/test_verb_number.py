@@ -227,18 +227,24 @@ def test_subject_arc_table_by_hand():
   # verb 4, subject 1 (distance 3, one attractor), nearest noun 3: the row
   # before the verb (3) reads sources 0..3; L = 1, K = 2
   ex = {"verb": 4, "subject": 1, "attractors": 1, "noun": 3}
-  row = np.array([[[0.1, 0.6, 0.3, 0.0], [0.5, 0.2, 0.3, 0.0]]])      # [L, K, verb]
+  row = np.array([[[0.1, 0.6, 0.0, 0.3], [0.1, 0.2, 0.15, 0.55]]])    # [L, K, verb]
   near = {"verb": 2, "subject": 1, "attractors": 0, "noun": 1}          # distance 1
   result = score_subject_arcs([ex, near], {"p": [row, np.zeros((1, 2, 2))]})
   entry = result["attractors 1+"]
   assert result["distance 1"] == 1 and entry["examples"] == 1 and "attractors 0" not in result
   assert entry["chance"] == pytest.approx(1 / 3) and entry["nearest noun"] == 0.0
   assert entry["best offset"] == {"offset": 3, "top1": 1.0}
-  assert entry["p"]["best head"] == {"head": "fw 1 h0", "weight": 0.6, "top1": 1.0}
-  assert entry["p"]["heads"]["fw 1 h1"] == {"weight": 0.2, "top1": 0.0}
-  assert entry["p"]["mean of heads"]["weight"] == pytest.approx(0.4)
-  assert type(entry["p"]["mean of heads"]["weight"]) is float   # JSON as a number
-  assert entry["p"]["mean of heads"]["top1"] == 1.0
+  assert entry["p"]["best head"] == {"head": "fw 1 h0", "weight": 0.6, "top1": 1.0,
+                                     "noun weight": 0.3, "noun top1": 0.0}
+  assert entry["p"]["heads"]["fw 1 h1"] == {"weight": 0.2, "top1": 0.0, "noun weight": 0.55,
+                                            "noun top1": 1.0}
+  mean = entry["p"]["mean of heads"]
+  assert mean["weight"] == pytest.approx(0.4) and mean["noun weight"] == pytest.approx(0.425)
+  assert type(mean["weight"]) is float   # JSON as a number
+  assert mean["top1"] == 0.0 and mean["noun top1"] == 1.0       # 0.425 on the noun > 0.4
+  # the nearest noun as the subject is no lure: its figures stay 0
+  same = score_subject_arcs([{**ex, "noun": 1}], {"p": [row]})["attractors 1+"]["p"]
+  assert same["best head"]["noun weight"] == 0.0 and same["mean of heads"]["noun top1"] == 0.0
 
 
 def test_forward_rows_read_the_words_before_the_verb(tiny_export, treebank):

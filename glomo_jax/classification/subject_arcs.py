@@ -10,6 +10,10 @@ before the verb as written (what the verb-number task gives it), and every
 forward (layer, head) is scored at row r = verb − 1:
 
 * weight: G[r, subject]; top-1: the subject gets the row's largest weight;
+  'noun weight' and 'noun top-1': the same for the nearest noun before the
+  verb where it is not the subject (on attractor items the noun that lures
+  a reader; 0 where it is the subject; rates over all the group's
+  instances);
 * 'mean of heads': the same for the mean of every forward layer and head
   (what an equal mixture hands a task model);
 * controls: chance (a uniform row: 1 / r), every fixed offset k ≥ 2 (the
@@ -119,19 +123,25 @@ def score_subject_arcs(examples: Sequence[dict], rows: Mapping[str, Sequence[np.
 def _head_scores(rows: Sequence[np.ndarray], examples: Sequence[dict], best: str | None
                  ) -> dict:
   layers, heads = rows[0].shape[:2]
-  weight = np.zeros((layers, heads))
-  top1 = np.zeros((layers, heads))
-  mean_weight = mean_top1 = 0.0
+  sums = {k: np.zeros((layers, heads)) for k in ("weight", "top1", "noun weight", "noun top1")}
+  mean_sums = dict.fromkeys(sums, 0.0)
   for row, ex in zip(rows, examples):
-    s = ex["subject"]
-    weight += row[:, :, s]
-    top1 += (row.argmax(-1) == s) & (row.max(-1) > 0)
+    s, noun = ex["subject"], ex["noun"]
+    other = noun >= 0 and noun != s          # the nearest noun, when not the subject
+    live = row.max(-1) > 0
+    sums["weight"] += row[:, :, s]
+    sums["top1"] += (row.argmax(-1) == s) & live
     mean = row.mean(axis=(0, 1))
-    mean_weight += float(mean[s])
-    mean_top1 += float(mean.argmax() == s and mean.max() > 0)
+    mean_sums["weight"] += float(mean[s])
+    mean_sums["top1"] += float(mean.argmax() == s and mean.max() > 0)
+    if other:
+      sums["noun weight"] += row[:, :, noun]
+      sums["noun top1"] += (row.argmax(-1) == noun) & live
+      mean_sums["noun weight"] += float(mean[noun])
+      mean_sums["noun top1"] += float(mean.argmax() == noun and mean.max() > 0)
   n = len(rows)
-  per_head = {f"fw {l + 1} h{h}": {"weight": weight[l, h] / n, "top1": top1[l, h] / n}
+  per_head = {f"fw {l + 1} h{h}": {k: float(v[l, h]) / n for k, v in sums.items()}
               for l in range(layers) for h in range(heads)}
   best = best or max(per_head, key=lambda k: per_head[k]["top1"])
   return {"heads": per_head, "best head": {"head": best, **per_head[best]},
-          "mean of heads": {"weight": mean_weight / n, "top1": mean_top1 / n}}
+          "mean of heads": {k: v / n for k, v in mean_sums.items()}}

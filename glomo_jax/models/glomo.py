@@ -192,6 +192,31 @@ class GLoMo(nn.Module):
     emb, _, (_, f_fw), (_, f_bw) = self._both(tokens, mask, train, with_features=True)
     return jnp.stack([emb] + list(f_fw) + [jnp.flip(f, 1) for f in f_bw])
 
+  def next_token_log_probs(self, tokens: jax.Array, mask: jax.Array | None = None
+                           ) -> jax.Array:
+    """The forward direction as a language model: row t's prediction of the
+    next token x_{t+1} from x_0 … x_t (the context decoder's first step from
+    the start state F^L_t, through the tied output layer; the 'context'
+    objective's first target), for language-model probes
+    (`glomo_jax.classification.lm_agreement`). Evaluation mode (running BatchNorm
+    statistics).
+
+    Args:
+      tokens: int [batch, T]; mask: optional [batch, T] (1 = real token).
+
+    Returns:
+      float32 [batch, T, V] log-probabilities; row t reads only tokens ≤ t.
+    """
+    _check_inputs(tokens, mask)
+    emb = self.embed(tokens)
+    mask = None if mask is None else mask.astype(bool)
+    h0 = self._start_states("fw", emb, mask, False, jnp.arange(tokens.shape[1]))
+    first = jnp.zeros(h0.shape[:2] + (1, h0.shape[-1]), h0.dtype)   # step 0 reads 0
+    out = self.decoder_fw(h0, first)[:, :, 0].astype(jnp.float32)    # [batch, T, d]
+    logits = jnp.einsum("btd,vd->btv", out, self.embedding.astype(jnp.float32),
+                        precision=jax.lax.Precision.HIGHEST)
+    return jax.nn.log_softmax(logits, axis=-1)
+
   def draw_positions(self, length: int) -> tuple[jax.Array, jax.Array]:
     """Decoder start positions (forward, backward), each int [n].
 
