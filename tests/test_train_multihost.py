@@ -2,11 +2,11 @@
 fake CPU devices:
 
 * 2 processes × 2 devices (one global mesh of 4), SIGKILLed mid-run and
-  restarted, end with the parameters and BatchNorm statistics of 1 process ×
-  4 devices run straight (to float tolerance: the sums run in another order;
-  bit-exact resume on one host: test_train_resume.py);
-* a SIGTERM delivered to one process only makes both save the same step and
-  exit cleanly;
+  restarted, then sent a SIGTERM on one process only: both save the same
+  step and exit cleanly, and that save holds the parameters and BatchNorm
+  statistics of 1 process × 4 devices run straight to that step (to float
+  tolerance: the sums run in another order; bit-exact resume on one host:
+  test_train_resume.py);
 * each process reads its own rows of every global batch: over an epoch no
   window is read twice and none is skipped.
 """
@@ -42,29 +42,17 @@ def final_state(workdir, step=STEPS):
   return saved_state(workdir, "checkpoints", step)
 
 
-def test_two_hosts_killed_and_resumed_train_as_one(tmp_path):
-  one = tmp_path / "one_host"
-  out = subprocess.run(pretrain_cmd(one), cwd=REPO, env=environment(2 * HOST_DEVICES),
-                       capture_output=True, text=True, timeout=600)
-  assert out.returncode == 0, out.stderr[-3000:]
-
+def test_two_hosts_killed_resumed_and_stopped_by_sigterm_train_as_one(tmp_path):
   # SIGKILL one process after a random checkpoint; its partner is then lost too.
   killed, logs = tmp_path / "killed", [tmp_path / f"killed{i}.log" for i in range(2)]
   kill_hosts_after_a_checkpoint(pretrain_cmd(killed), logs, killed / "checkpoints", STEPS - 2,
                                 "test_two_hosts_sigkill")
-  wait_ok(start_hosts(pretrain_cmd(killed), logs), logs)
-  assert 2 <= resumed_step(logs) < STEPS
-  assert (f"process 1 of 2, {HOST_DEVICES} local / {2 * HOST_DEVICES} global devices"
-          in logs[1].read_text())
-  a, b = final_state(one), final_state(killed)
-  assert int(a["step"]) == STEPS
-  assert_states_close(a, b, ("params", "batch_stats"))
+  before = {int(d) for d in os.listdir(killed / "checkpoints") if d.isdigit()}
 
-
-def test_sigterm_on_one_host_saves_the_same_step_on_every_host(tmp_path):
-  workdir, logs = tmp_path / "run", [tmp_path / f"process{i}.log" for i in range(2)]
-  procs = start_hosts(pretrain_cmd(workdir, 2000, "--config.loop.log_every=5",
-                                   "--config.loop.checkpoint_every=5000"), logs)
+  # Restarted for 2000 steps, no interval saves; a SIGTERM delivered to one
+  # process only, once both train, makes both save the same step and exit cleanly.
+  logs = [tmp_path / f"resumed{i}.log" for i in range(2)]
+  procs = start_hosts(pretrain_cmd(killed, 2000, "--config.loop.checkpoint_every=5000"), logs)
   deadline = time.time() + 300
   while time.time() < deadline and not all(
       re.search(r"step \d+/2000", log.read_text()) for log in logs):
@@ -72,11 +60,25 @@ def test_sigterm_on_one_host_saves_the_same_step_on_every_host(tmp_path):
     time.sleep(0.2)
   procs[1].send_signal(signal.SIGTERM)                    # one host's notice only
   wait_ok(procs, logs)
+  resumed = resumed_step(logs)
+  assert 2 <= resumed < STEPS
+  assert (f"process 1 of 2, {HOST_DEVICES} local / {2 * HOST_DEVICES} global devices"
+          in logs[1].read_text())
   texts = [log.read_text() for log in logs]
   stopped = [re.findall(r"stopped at step (\d+) after SIGTERM", t) for t in texts]
   assert stopped[0] and stopped[0] == stopped[1], stopped
-  saved = sorted(int(d) for d in os.listdir(workdir / "checkpoints") if d.isdigit())
-  assert saved == [int(stopped[0][0])] and 0 < saved[0] < 2000
+  step = int(stopped[0][0])
+  saved = {int(d) for d in os.listdir(killed / "checkpoints") if d.isdigit()}
+  assert saved - before == {step} and max(saved) == step and resumed < step < 2000
+
+  # the SIGTERM's save holds what 1 process × 4 devices reach straight
+  one = tmp_path / "one_host"
+  out = subprocess.run(pretrain_cmd(one, step), cwd=REPO, env=environment(2 * HOST_DEVICES),
+                       capture_output=True, text=True, timeout=600)
+  assert out.returncode == 0, out.stderr[-3000:]
+  a, b = final_state(one, step), final_state(killed, step)
+  assert int(a["step"]) == int(b["step"]) == step
+  assert_states_close(a, b, ("params", "batch_stats"))
 
 
 def test_each_host_reads_its_own_rows_of_every_batch(tmp_path):
