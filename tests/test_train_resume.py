@@ -1,8 +1,9 @@
-"""Exact resume after a hard kill, corrupt checkpoints, non-finite losses."""
+"""Exact resume after a hard kill and a SIGTERM, corrupt checkpoints, non-finite losses."""
 import functools
 import gc
 import logging
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -34,31 +35,63 @@ def pretrain_cmd(workdir, export=False):
           "--config.loop.eval_every=4", "--config.loop.log_every=1", f"--config.export={export}"]
 
 
-def final_state(workdir):
+def final_state(workdir, step=STEPS):
   return ocp.StandardCheckpointer().restore(
-      os.path.join(workdir, "checkpoints", str(STEPS), "state"))
+      os.path.join(workdir, "checkpoints", str(step), "state"))
 
 
 def run(cmd, **kw):
   return subprocess.run(cmd, cwd=REPO, capture_output=True, text=True, timeout=600, **kw)
 
 
-def test_sigkill_at_a_random_moment_then_resume_gives_identical_params(tmp_path):
+def test_sigkill_then_sigterm_then_resume_gives_identical_params(tmp_path):
+  """SIGKILLed at a random moment, resumed for 400 steps and sent SIGTERM
+  while training (a checkpoint saved off the 1000-step interval), resumed
+  again from that checkpoint: the end state equals a straight run's."""
   straight, killed = str(tmp_path / "straight"), str(tmp_path / "killed")
-  # without the suite's shared cache (conftest), so the default place is used
-  default_cache = {k: v for k, v in os.environ.items() if k != "JAX_COMPILATION_CACHE_DIR"}
-  out = run(pretrain_cmd(straight, export=True), env=default_cache)
-  assert out.returncode == 0, out.stderr[-3000:]
-
+  checkpoints = os.path.join(killed, "checkpoints")
   seed = kill_seed("test_sigkill_at_a_random_moment")
   print(f"kill seed {seed} (GLOMO_JAX_KILL_SEED={seed} replays this test's kill point)")
-  kill_during_run(pretrain_cmd(killed), os.path.join(killed, "checkpoints"), STEPS - 2, seed)
-  out = run(pretrain_cmd(killed))
-  assert out.returncode == 0, out.stderr[-3000:]
-  assert "resumed from the checkpoint at step" in out.stderr
+  kill_during_run(pretrain_cmd(killed), checkpoints, STEPS - 2, seed)
+  before = {int(d) for d in os.listdir(checkpoints) if d.isdigit()}
 
-  a, b = final_state(straight), final_state(killed)
-  assert int(a["step"]) == int(b["step"]) == STEPS
+  long = pretrain_cmd(killed) + ["--config.loop.checkpoint_every=1000",
+                                 "--config.loop.num_steps=400"]
+  env = {k: v for k, v in os.environ.items() if k not in ("GLIBC_TUNABLES", "GLOMO_JAX_CPU_TUNING")}
+  log = tmp_path / "stderr.txt"
+  with open(log, "w", encoding="utf-8") as stderr:
+    proc = subprocess.Popen(long, cwd=REPO, stdout=subprocess.DEVNULL, stderr=stderr, env=env)
+  # SIGTERM once the resumed run has logged a step of 400: training, well before the end
+  deadline = time.time() + 300
+  while (time.time() < deadline and proc.poll() is None
+         and not re.search(r"step \d+/400", log.read_text())):
+    time.sleep(0.05)
+  # the run's own environment: no glibc settings unless GLOMO_JAX_CPU_TUNING=1
+  # (tests/test_entry_point_errors.py runs the pretraining entry point with it)
+  with open(f"/proc/{proc.pid}/environ", "rb") as f:
+    assert b"GLIBC_TUNABLES=" not in f.read()
+  proc.send_signal(signal.SIGTERM)
+  proc.wait(timeout=300)
+  err = log.read_text()
+  assert proc.returncode == 0, err[-3000:]
+  assert "SIGTERM" in err
+  resumed = re.findall(r"resumed from the checkpoint at step (\d+)", err)
+  assert len(resumed) == 1 and 2 <= int(resumed[0]) < STEPS, resumed
+  saved = {int(d) for d in os.listdir(checkpoints) if d.isdigit()}
+  new = saved - before                  # saved off the 1000-step interval
+  assert len(new) == 1 and max(saved) in new and int(resumed[0]) < max(new) < 400
+  steps = max(new) + 2
+  out = run(long[:-2] + [f"--config.loop.num_steps={steps}"])
+  assert out.returncode == 0, out.stderr[-3000:]
+  assert f"resumed from the checkpoint at step {max(new)}" in out.stderr
+
+  # without the suite's shared cache (conftest), so the default place is used
+  default_cache = {k: v for k, v in os.environ.items() if k != "JAX_COMPILATION_CACHE_DIR"}
+  out = run(pretrain_cmd(straight, export=True) + [f"--config.loop.num_steps={steps}"],
+            env=default_cache)
+  assert out.returncode == 0, out.stderr[-3000:]
+  a, b = final_state(straight, steps), final_state(killed, steps)
+  assert int(a["step"]) == int(b["step"]) == steps
   assert_trees_equal(a, b)
   assert os.listdir(os.path.join(killed, "tensorboard"))
   # the compiled steps went to <workdir>/compile_cache (experiments.pretrain default)
@@ -187,34 +220,6 @@ def test_checkpoints_that_no_longer_fit_the_config_are_an_error_not_a_restart(tm
     train_and_evaluate(PretrainConfig.from_dict(cfg.to_dict()), str(tmp_path), devices=ONE)
   assert os.listdir(tmp_path / "checkpoints") == ["1"]
   assert "compiled in" not in caplog.text         # named before anything compiles
-
-
-def test_sigterm_saves_a_checkpoint_and_the_next_run_resumes(tmp_path):
-  workdir = str(tmp_path)
-  cmd = pretrain_cmd(workdir) + ["--config.loop.checkpoint_every=1000", "--config.loop.num_steps=400",
-                                 "--config.loop.eval_every=1000", "--config.loop.log_every=10"]
-  env = {k: v for k, v in os.environ.items() if k not in ("GLIBC_TUNABLES", "GLOMO_JAX_CPU_TUNING")}
-  log = tmp_path / "stderr.txt"
-  with open(log, "w", encoding="utf-8") as stderr:
-    proc = subprocess.Popen(cmd, cwd=REPO, stdout=subprocess.DEVNULL, stderr=stderr, env=env)
-  # SIGTERM once the run has logged step 10 of 400: training, well before the end
-  deadline = time.time() + 300
-  while time.time() < deadline and proc.poll() is None and "step 10/400" not in log.read_text():
-    time.sleep(0.05)
-  # the run's own environment: no glibc settings unless GLOMO_JAX_CPU_TUNING=1
-  # (tests/test_entry_point_errors.py runs the pretraining entry point with it)
-  with open(f"/proc/{proc.pid}/environ", "rb") as f:
-    assert b"GLIBC_TUNABLES=" not in f.read()
-  proc.send_signal(signal.SIGTERM)
-  proc.wait(timeout=300)
-  err = log.read_text()
-  assert proc.returncode == 0, err[-3000:]
-  assert "SIGTERM" in err
-  saved = [int(d) for d in os.listdir(os.path.join(workdir, "checkpoints")) if d.isdigit()]
-  assert len(saved) == 1 and 0 < saved[0] < 400      # saved off the 1000-step interval
-  out = run(cmd[:-2] + ["--config.loop.num_steps=%d" % (saved[0] + 2), "--config.loop.log_every=1"])
-  assert out.returncode == 0, out.stderr[-3000:]
-  assert f"resumed from the checkpoint at step {saved[0]}" in out.stderr
 
 
 def test_the_train_step_compiles_once_across_evaluations_and_saves(tmp_path, caplog,
