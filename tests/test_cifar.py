@@ -69,7 +69,7 @@ def test_every_variant_trains_and_writes_results(files, tmp_path, variant):
                 variant)
 
 
-def test_a_resumed_run_equals_a_straight_one(files, tmp_path, caplog):
+def test_a_resumed_run_equals_a_straight_one(files, tmp_path):
   path, export = files
   config = config_for(path, variant="glomo", predictor_export=export, graph_downsample=2)
   # a constant rate: a cosine over 2 steps is another schedule than over 4
@@ -84,15 +84,7 @@ def test_a_resumed_run_equals_a_straight_one(files, tmp_path, caplog):
   assert [c["train_loss"] for c in resumed["curves"]] == \
       [c["train_loss"] for c in straight["curves"]]
   assert resumed["test"] == straight["test"]
-  cosine = config.replace(optim=OptimOptions(**dict(config.optim.__dict__, steps=2,
-                                                    schedule="cosine")))
-  run_cifar(cosine, str(tmp_path / "cosine"), devices=ONE)
-  longer = OptimOptions(**dict(cosine.optim.__dict__, steps=4))
-  caplog.set_level(logging.INFO, logger="glomo_jax.train")
-  caplog.clear()
-  with pytest.raises(ValueError, match="another config.*optim.steps"):
-    run_cifar(cosine.replace(optim=longer), str(tmp_path / "cosine"), devices=ONE)
-  assert "compiled in" not in caplog.text         # named before anything compiles
+  # a cosine run's steps cannot change on resume: test_trains_on_mock_tfds_cifar10
 
 
 def test_sgd_with_weight_decay_and_cosine_schedule():
@@ -172,7 +164,7 @@ def test_pixel_edges_are_graph_rows_and_the_figure_is_drawn(files, tmp_path):
   assert_one_line(run(base + ["--pixel=9,9"]), "outside the 4×4 image")
 
 
-def test_trains_on_mock_tfds_cifar10(tmp_path):
+def test_trains_on_mock_tfds_cifar10(tmp_path, caplog):
   import tensorflow_datasets as tfds
   rng = np.random.default_rng(5)
   records = [{"image": rng.integers(0, 256, (8, 8, 3)).astype(np.uint8), "label": i % 10,
@@ -180,9 +172,16 @@ def test_trains_on_mock_tfds_cifar10(tmp_path):
   config = config_for("unused", train=ImageSource("tfds", "cifar10", "train",
                                                   reader="data_source"),
                       test=ImageSource("tfds", "cifar10", "test", reader="data_source"))
+  cosine = config.replace(optim=OptimOptions(**dict(config.optim.__dict__, steps=2)))
+  assert cosine.optim.schedule == "cosine"
   with tfds.testing.mock_data(as_data_source_fn=lambda *a, **k: records):
-    results = run_cifar(config.replace(optim=OptimOptions(**dict(config.optim.__dict__,
-                                                                 steps=2))),
-                        str(tmp_path / "run"), devices=ONE)
-  assert results["steps"] == 2 and results["images"] == {"train": 16, "validation": 8,
-                                                          "test": 24}
+    results = run_cifar(cosine, str(tmp_path / "run"), devices=ONE)
+    assert results["steps"] == 2 and results["images"] == {"train": 16, "validation": 8,
+                                                            "test": 24}
+    # a cosine over 2 steps is another schedule than over 4: its steps cannot
+    # change on resume (a constant rate's can: test_a_resumed_run_equals_a_straight_one)
+    caplog.set_level(logging.INFO, logger="glomo_jax.train")
+    caplog.clear()
+    with pytest.raises(ValueError, match="another config.*optim.steps"):
+      run_cifar(config, str(tmp_path / "run"), devices=ONE)
+  assert "compiled in" not in caplog.text         # named before anything compiles
