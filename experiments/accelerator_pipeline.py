@@ -264,7 +264,7 @@ class Pipeline:
     if "embeddings" in variants and not os.path.exists(os.path.join(build, "results.json")):
       status, _ = self.run(f"{task}_cache", [
           sys.executable, "-m", "experiments.classify", f"--config={config}",
-          "--config.variant=embeddings", f"--workdir={build}", "--config.optim.steps=1"] + args,
+          "--config.variant=embeddings", f"--workdir={build}", "--config.loop.num_steps=1"] + args,
           env=env)
       if status is None:
         return False
@@ -281,11 +281,11 @@ class Pipeline:
 # summation order differ.
 GRID_TRAINING = {
     "imdb": ["--config.max_words=128", "--config.length_multiple=128",
-             "--config.max_train_examples=8000", "--config.optim.epochs=2",
-             "--config.optim.eval_every=125", "--config.optim.patience=100"],
+             "--config.max_train_examples=8000", "--config.loop.epochs=2",
+             "--config.loop.eval_every=125", "--config.loop.patience=100"],
     "mnli": ["--config.length_multiple=64", "--config.model.hidden=100",
-             "--config.optim.epochs=2", "--config.optim.eval_every=127",
-             "--config.optim.patience=100"]}
+             "--config.loop.epochs=2", "--config.loop.eval_every=127",
+             "--config.loop.patience=100"]}
 
 
 def task_arguments(task: str, data: str, export: str, cache: str, tiny: bool = False

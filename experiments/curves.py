@@ -50,8 +50,8 @@ def size_arguments(task: CurveTask, size: int, steps: int, export: str, root: st
   user's."""
   if size < 1 or steps < 1:
     raise ValueError(f"sizes and --steps must be positive, got {size} and {steps}")
-  return [f"{task.size_flag}={size}", f"--config.optim.steps={steps}",
-          f"--config.optim.eval_every={max(1, steps // 20)}",
+  return [f"{task.size_flag}={size}", f"--config.loop.num_steps={steps}",
+          f"--config.loop.eval_every={max(1, steps // 20)}",
           f"--config.predictor_export={export}",
           f"--config.graph_cache_dir={os.path.join(root, 'graph_cache')}", *task.fixed]
 

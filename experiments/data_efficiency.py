@@ -16,7 +16,7 @@ experiments/configs) on `--sizes` training examples, for every variant
 (`--variants`: baseline, uniform graph, GLoMo on embeddings) and seed, each
 for at most `--steps` optimiser steps (the epochs follow from the size;
 validation every `--steps`/20 steps, stopping early after the config's
-`optim.patience` evaluations without a better score), with the best
+`loop.patience` evaluations without a better score), with the best
 validation checkpoint tested on the task's held-out split. Real tasks draw
 a seeded subset of train (`max_train_examples`, the same for every seed and
 variant); validation is carved from the whole train file, so every size

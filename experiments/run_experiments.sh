@@ -47,7 +47,7 @@ $PY -m experiments.predictor_table --pretrain_config=experiments/configs/wiki_cp
     --config.files.train="$DATA/mnli/mnli_train_subset_9k.jsonl.xz" --config.glove_path="$GLOVE" \
     --config.graph_cache_dir="$RUNS/ablations/mnli_graph_cache" \
     --config.model.hidden=100 --config.length_multiple=32 \
-    --config.optim.epochs=1 --config.optim.eval_every=127 --config.optim.patience=100
+    --config.loop.epochs=1 --config.loop.eval_every=127 --config.loop.patience=100
 # the controlled case: the built-in language, whose arcs are known (the demo's
 # predictor; 60 short runs, about 30 min)
 $PY -m experiments.demo --workdir="$RUNS/demo" --transfer=
@@ -59,11 +59,11 @@ $PY -m experiments.data_efficiency --export="$RUNS/demo/export" \
     --config.variant=embeddings --workdir="$RUNS/grid/mnli_cache_build" \
     --config.files.train="$DATA/mnli/mnli_train_subset_9k.jsonl.xz" \
     --config.predictor_export="$EXPORT" --config.graph_cache_dir="$RUNS/grid/mnli_graph_cache" \
-    --config.optim.steps=1
+    --config.loop.num_steps=1
 MNLI=(--config.files.train="$DATA/mnli/mnli_train_subset_9k.jsonl.xz"
       --config.predictor_export="$EXPORT" --config.graph_cache_dir="$RUNS/grid/mnli_graph_cache"
       --config.model.hidden=100 --config.length_multiple=32
-      --config.optim.epochs=2 --config.optim.eval_every=127 --config.optim.patience=100)
+      --config.loop.epochs=2 --config.loop.eval_every=127 --config.loop.patience=100)
 $PY -m experiments.classify_grid --config=experiments/configs/mnli.py \
     --root="$RUNS/grid/mnli" --variants=embeddings,rnn,baseline,uniform --seeds=0,1,2 \
     --parallel=2 -- "${MNLI[@]}" --config.glove_path="$GLOVE"
@@ -99,15 +99,15 @@ done
 $PY -m experiments.classify_grid --config=experiments/configs/mnli.py \
     --root="$RUNS/grid/mnli_glove_wiki_scaled_long" --variants=baseline,embeddings,uniform \
     --parallel=2 -- "${MNLI[@]}" --config.glove_path="$WIKI_GLOVE" --config.model.glove_scale=0.17 \
-    --config.optim.epochs=6
+    --config.loop.epochs=6
 # GLoMo on the RNN states and the baseline of its depth, 6 epochs from the start
 $PY -m experiments.classify_grid --config=experiments/configs/mnli.py \
     --root="$RUNS/grid/mnli_glove_wiki_scaled_rnn" --variants=rnn --parallel=2 -- "${MNLI[@]}" \
-    --config.glove_path="$WIKI_GLOVE" --config.model.glove_scale=0.17 --config.optim.epochs=6
+    --config.glove_path="$WIKI_GLOVE" --config.model.glove_scale=0.17 --config.loop.epochs=6
 $PY -m experiments.classify_grid --config=experiments/configs/mnli.py \
     --root="$RUNS/grid/mnli_glove_wiki_scaled_deep_baseline" --variants=baseline --parallel=2 -- \
     "${MNLI[@]}" --config.glove_path="$WIKI_GLOVE" --config.model.glove_scale=0.17 \
-    --config.optim.epochs=6 --config.model.rnn_layers=2
+    --config.loop.epochs=6 --config.model.rnn_layers=2
 IMDB=(--config.files.train="$DATA/imdb/imdb_train.jsonl.gz"
       --config.glove_path="$GLOVE" --config.predictor_export="$EXPORT"
       --config.graph_cache_dir="$RUNS/grid/imdb_graph_cache" --config.max_words=128
@@ -117,11 +117,11 @@ IMDB=(--config.files.train="$DATA/imdb/imdb_train.jsonl.gz"
 [ -f "$RUNS/grid/imdb/embeddings_s0/results.json" ] || \
   $PY -m experiments.classify --config=experiments/configs/imdb.py \
     --config.variant=embeddings --workdir="$RUNS/grid/imdb_cache_build" \
-    "${IMDB[@]}" --config.optim.steps=1
+    "${IMDB[@]}" --config.loop.num_steps=1
 $PY -m experiments.classify_grid --config=experiments/configs/imdb.py \
     --root="$RUNS/grid/imdb" --variants=embeddings,baseline,uniform --seeds=0,1,2 \
     --parallel=2 -- "${IMDB[@]}" \
-    --config.optim.epochs=2 --config.optim.eval_every=125 --config.optim.patience=100
+    --config.loop.epochs=2 --config.loop.eval_every=125 --config.loop.patience=100
 # IMDB trained on to 4 epochs: copies of those runs, resumed from their last checkpoint
 for run in "$RUNS"/grid/imdb/*_s?; do
   copy="$RUNS/grid/imdb_long/$(basename "$run")"
@@ -130,12 +130,12 @@ done
 $PY -m experiments.classify_grid --config=experiments/configs/imdb.py \
     --root="$RUNS/grid/imdb_long" --variants=embeddings,baseline,uniform --seeds=0,1,2 \
     --parallel=2 -- "${IMDB[@]}" \
-    --config.optim.epochs=4 --config.optim.eval_every=125 --config.optim.patience=100
+    --config.loop.epochs=4 --config.loop.eval_every=125 --config.loop.patience=100
 # IMDB with the Wikipedia-extended GloVe scaled × 0.17 (MNLI's best table), 4 epochs
 $PY -m experiments.classify_grid --config=experiments/configs/imdb.py \
     --root="$RUNS/grid/imdb_glove_wiki_scaled" --variants=embeddings,baseline,uniform --seeds=0,1,2 \
     --parallel=2 -- "${IMDB[@]}" --config.glove_path="$WIKI_GLOVE" --config.model.glove_scale=0.17 \
-    --config.optim.epochs=4 --config.optim.eval_every=125 --config.optim.patience=100
+    --config.loop.epochs=4 --config.loop.eval_every=125 --config.loop.patience=100
 # SQuAD: 20k training questions, dev = the 24 shared dev articles; runs share one
 # compilation cache (the first run of a variant compiles its 13 step shapes) and,
 # for GLoMo, one graph cache (built by its first run)
@@ -184,9 +184,9 @@ PRESET_EXPORT="$RUNS/table_10000/sgd_prior_local_s0/export"
 $PY -m experiments.classify_grid --config=experiments/configs/imdb.py \
     --root="$RUNS/grid_preset/imdb" --variants=embeddings,baseline,uniform --seeds=0,1,2 --parallel=2 -- \
     "${IMDB[@]}" --config.predictor_export="$PRESET_EXPORT" \
-    --config.graph_cache_dir="$RUNS/grid_preset/imdb_graph_cache" --config.optim.epochs=4 \
-    --config.optim.eval_every=125 --config.optim.patience=100
+    --config.graph_cache_dir="$RUNS/grid_preset/imdb_graph_cache" --config.loop.epochs=4 \
+    --config.loop.eval_every=125 --config.loop.patience=100
 $PY -m experiments.classify_grid --config=experiments/configs/mnli.py \
     --root="$RUNS/grid_preset/mnli" --variants=embeddings,baseline,uniform --seeds=0,1,2 --parallel=2 -- \
-    "${MNLI[@]}" --config.glove_path="$WIKI_GLOVE" --config.model.glove_scale=0.17 --config.optim.epochs=6 \
+    "${MNLI[@]}" --config.glove_path="$WIKI_GLOVE" --config.model.glove_scale=0.17 --config.loop.epochs=6 \
     --config.predictor_export="$PRESET_EXPORT" --config.graph_cache_dir="$RUNS/grid_preset/mnli_graph_cache"

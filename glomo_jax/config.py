@@ -86,28 +86,51 @@ def moved_fields(values: Mapping[str, Any], moved: Mapping[str, str],
   """`values` with the keys of an earlier layout (`moved`: old key -> dotted
   path of its field now, e.g. 'num_steps' -> 'loop.num_steps') put where
   their fields are now, so a run's recorded config.json of that layout still
-  reads. A key that is a field now stays where it is."""
-  old = [k for k in values if k in moved and k not in fields]
+  reads. A top-level key that is a field now stays where it is; an old key
+  inside a group ('optim.steps' -> 'loop.num_steps') names a field that
+  left that group, and moves whenever the group has it."""
+  old = [k for k in moved if _has(values, k) and not (k in values and k in fields)]
   if not old:
     return values
-  out = {k: (dict(v) if isinstance(v, Mapping) else v) for k, v in values.items()
-         if k not in old}
+  out = _copy(values)
   for key in old:
+    *parents, leaf = key.split(".")
+    node = out
+    for part in parents:
+      node = node[part]
+    value = node.pop(leaf)
     *parents, leaf = moved[key].split(".")
     node = out
     for part in parents:
       node = node.setdefault(part, {})
-    node.setdefault(leaf, values[key])
+    node.setdefault(leaf, value)
   return out
 
 
-def from_dict(cls, values: Mapping[str, Any], where: str | None = None):
+def _has(values: Mapping[str, Any], dotted: str) -> bool:
+  """Whether the nested mapping `values` holds the dotted key."""
+  for part in dotted.split("."):
+    if not isinstance(values, Mapping) or part not in values:
+      return False
+    values = values[part]
+  return True
+
+
+def _copy(values: Mapping[str, Any]) -> dict:
+  """A copy of nested mappings (the leaves shared)."""
+  return {k: (_copy(v) if isinstance(v, Mapping) else v) for k, v in values.items()}
+
+
+def from_dict(cls, values: Mapping[str, Any], where: str | None = None, defaults=None):
   """An instance of dataclass `cls` from a (nested) mapping of its fields.
 
   Fields whose type is a dataclass are built from mappings too. Missing keys
-  take their defaults. A field of type `X | None` (X a dataclass) given as a
-  mapping is built from its set entries (`set_fields`), or is None when it
-  sets none. `where` names the section in messages (default the class name).
+  take their defaults: `defaults`' values when given (an instance of `cls`),
+  else the class's; a group's (a field of dataclass type X) are those of its
+  field's default when that is an instance (the downstream configs' `loop`:
+  `DOWNSTREAM_LOOP`). A field of type `X | None` given as a mapping is built
+  from its set entries (`set_fields`; the others: X's defaults), or is None
+  when it sets none. `where` names the section in messages (default the class name).
 
   Raises:
     InputError: an unknown key (naming it and the known ones), or a value
@@ -129,11 +152,16 @@ def from_dict(cls, values: Mapping[str, Any], where: str | None = None):
     if dataclasses.is_dataclass(inner) and isinstance(value, Mapping) and inner is not hint:
       value = set_fields(value)          # an optional group: its unset fields take defaults
     if dataclasses.is_dataclass(inner) and isinstance(value, Mapping):
-      value = from_dict(inner, value, f"{where}.{name}")
+      default = fields[name].default     # a group's own defaults (not an optional one's)
+      value = from_dict(inner, value, f"{where}.{name}",
+                        default if inner is hint and isinstance(default, inner) else None)
     elif not _accepts(hint, value):
       raise InputError(f"{where}.{name}", f"{value!r:.100} is a {type(value).__name__}, "
                        f"expected {_type_name(hint)}")
     kwargs[name] = value
+  if defaults is not None:
+    kwargs = {**{f.name: getattr(defaults, f.name) for f in dataclasses.fields(cls)
+                 if f.init}, **kwargs}
   return cls(**kwargs)
 
 

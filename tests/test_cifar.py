@@ -1,5 +1,6 @@
 """CIFAR-10 transfer on the loop: every variant trains on a local .npz with a
 pixel predictor export, results.json, exact resume, SGD + cosine, mistakes."""
+import dataclasses
 import json
 import logging
 
@@ -13,7 +14,7 @@ from glomo_jax.images.cifar import CifarConfig, run_cifar
 from glomo_jax.images.data import ImageSource
 from glomo_jax.pretraining.pixels import ImagePretrainConfig, pretrain_images
 from glomo_jax.downstream.options import OptimOptions
-from glomo_jax.train.config import LoopOptions
+from glomo_jax.train.config import DOWNSTREAM_LOOP, LoopOptions
 
 ONE = jax.devices()[:1]   # in-process runs on one device: cheaper compiles
 TWO = jax.devices()[:2]   # but every variant once on a mesh of 2 (sharded image runs)
@@ -47,9 +48,10 @@ def config_for(path, **changes):
   base = CifarConfig(train=ImageSource("npz", path), test=ImageSource("npz", path),
                      validation_images=8, depth=18, width=4,
                      optim=OptimOptions(optimizer="sgd", learning_rate=0.05, batch_size=8,
-                                        eval_batch_size=8, steps=4, eval_every=2,
-                                        log_every=1, weight_decay=5e-4, schedule="cosine"),
-                     compile_fast=True)
+                                        eval_batch_size=8, weight_decay=5e-4,
+                                        schedule="cosine"),
+                     loop=dataclasses.replace(DOWNSTREAM_LOOP, num_steps=4, eval_every=2,
+                                              log_every=1, compile_fast=True))
   return base.replace(**changes)
 
 
@@ -73,13 +75,11 @@ def test_a_resumed_run_equals_a_straight_one(files, tmp_path):
   path, export = files
   config = config_for(path, variant="glomo", predictor_export=export, graph_downsample=2)
   # a constant rate: a cosine over 2 steps is another schedule than over 4
-  config = config.replace(optim=OptimOptions(**dict(config.optim.__dict__,
-                                                    schedule="constant")))
+  config = config.replace(optim=dataclasses.replace(config.optim, schedule="constant"))
   straight = run_cifar(config, str(tmp_path / "straight"), devices=TWO)
   check_results(straight, tmp_path / "straight", "glomo")
-  half = dict(config.optim.__dict__, steps=2)
-  run_cifar(config.replace(optim=OptimOptions(**half)), str(tmp_path / "resumed"),
-            devices=TWO)
+  run_cifar(config.replace(loop=dataclasses.replace(config.loop, num_steps=2)),
+            str(tmp_path / "resumed"), devices=TWO)
   resumed = run_cifar(config, str(tmp_path / "resumed"), devices=TWO)
   assert [c["train_loss"] for c in resumed["curves"]] == \
       [c["train_loss"] for c in straight["curves"]]
@@ -172,7 +172,7 @@ def test_trains_on_mock_tfds_cifar10(tmp_path, caplog):
   config = config_for("unused", train=ImageSource("tfds", "cifar10", "train",
                                                   reader="data_source"),
                       test=ImageSource("tfds", "cifar10", "test", reader="data_source"))
-  cosine = config.replace(optim=OptimOptions(**dict(config.optim.__dict__, steps=2)))
+  cosine = config.replace(loop=dataclasses.replace(config.loop, num_steps=2))
   assert cosine.optim.schedule == "cosine"
   with tfds.testing.mock_data(as_data_source_fn=lambda *a, **k: records):
     results = run_cifar(cosine, str(tmp_path / "run"), devices=ONE)
@@ -182,6 +182,6 @@ def test_trains_on_mock_tfds_cifar10(tmp_path, caplog):
     # change on resume (a constant rate's can: test_a_resumed_run_equals_a_straight_one)
     caplog.set_level(logging.INFO, logger="glomo_jax.train")
     caplog.clear()
-    with pytest.raises(ValueError, match="another config.*optim.steps"):
+    with pytest.raises(ValueError, match="another config.*loop.num_steps"):
       run_cifar(config, str(tmp_path / "run"), devices=ONE)
   assert "compiled in" not in caplog.text         # named before anything compiles

@@ -27,8 +27,8 @@ def transfer_cmd(workdir, train, test):
           f"--config.files.train={train}", f"--config.files.test={test}",
           "--config.optim.optimizer=sgd", "--config.optim.learning_rate=0.05",
           "--config.optim.batch_size=8", "--config.optim.eval_batch_size=8",
-          f"--config.optim.steps={STEPS}", "--config.optim.eval_every=4",
-          "--config.optim.checkpoint_every=2", "--config.optim.log_every=2"]
+          f"--config.loop.num_steps={STEPS}", "--config.loop.eval_every=4",
+          "--config.loop.checkpoint_every=2", "--config.loop.log_every=2"]
 
 
 def results(workdir):

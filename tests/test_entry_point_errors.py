@@ -118,9 +118,9 @@ def test_export_mistakes(tiny_export, tmp_path):
   out = run(["-m", "experiments.classify"] + config + [f"--config.predictor_export={broken}"])
   assert_one_line(out, "corrupt export", "sha256")
   typo = ["--config=experiments/configs/mnli.py:tiny", f"--workdir={tmp_path / 'typo'}",
-          "--config.optim.stepz=3"]
+          "--config.loop.num_stepz=3"]
   out = run(["-m", "experiments.classify"] + typo)
-  assert_one_line(out, "unknown config field 'stepz'", "steps")
+  assert_one_line(out, "unknown config field 'num_stepz'", "num_steps")
   assert not os.path.exists(tmp_path / "typo")                   # before any work
   out = run(["-m", "experiments.plot_graphs", f"--export={tmp_path / 'missing'}", "--text=a b"])
   assert_one_line(out, "no graph predictor export at")

@@ -145,7 +145,7 @@ def test_a_pretraining_run_on_a_full_disk_loses_no_checkpoint_or_export(tmp_path
 
 def test_results_json_on_a_full_disk(tmp_path, monkeypatch):
   config = imdb_config(tmp_path)
-  config = config.replace(optim=with_steps(config.optim, 2))
+  config = with_steps(config, 2)
   workdir = str(tmp_path / "run")
   results = os.path.join(workdir, "results.json")
   run_classification(config, workdir, devices=ONE)

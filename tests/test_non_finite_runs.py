@@ -30,34 +30,36 @@ from test_cifar import write_cifar
 from test_images_pretraining import config_for as pixel_config
 from test_images_pretraining import write_images
 from test_squad_parts import write_squad
-from test_squad_run import TINY_OPTIM, TINY_READER
+from test_squad_run import TINY_LOOP, TINY_OPTIM, TINY_READER
 from test_tasks_classification import imdb_config
 
 ONE = jax.devices()[:1]
 
 
-def with_steps(optim, steps):
-  return dataclasses.replace(optim, steps=steps, epochs=None, eval_every=2, log_every=1,
-                             patience=None, schedule="constant")
+def with_steps(config, steps):
+  """`config` run for `steps` steps at a constant rate, evaluated every 2."""
+  return config.replace(
+      optim=dataclasses.replace(config.optim, schedule="constant"),
+      loop=dataclasses.replace(config.loop, num_steps=steps, epochs=None, eval_every=2,
+                               log_every=1, patience=None))
 
 
 def classification(tmp_path):
   config = imdb_config(tmp_path)
-  return ClassificationTask, lambda w: run_classification(
-      config.replace(optim=with_steps(config.optim, 4)), w, devices=ONE)
+  return ClassificationTask, lambda w: run_classification(with_steps(config, 4), w,
+                                                          devices=ONE)
 
 
 def squad(tmp_path):
-  config = SquadConfig(files=SquadFiles(train=write_squad(tmp_path / "train.json")),
-                       val_questions=5, length_multiple=8, model=TINY_READER,
-                       optim=with_steps(TINY_OPTIM, 4), compile_fast=True)
+  config = with_steps(SquadConfig(
+      files=SquadFiles(train=write_squad(tmp_path / "train.json")), val_questions=5,
+      length_multiple=8, model=TINY_READER, optim=TINY_OPTIM, loop=TINY_LOOP), 4)
   return SquadTask, lambda w: run_squad(config, w, devices=ONE)
 
 
 def cifar(tmp_path):
   config = cifar_config(write_cifar(tmp_path / "cifar.npz"))
-  return CifarTask, lambda w: run_cifar(
-      config.replace(optim=with_steps(config.optim, 4)), w, devices=ONE)
+  return CifarTask, lambda w: run_cifar(with_steps(config, 4), w, devices=ONE)
 
 
 def pixels(tmp_path):

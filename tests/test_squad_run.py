@@ -20,6 +20,7 @@ from glomo_jax.squad.batching import make_squad_batch
 from glomo_jax.squad.run import squad_graphs
 from glomo_jax.squad.task import PREDICTIONS_FILE
 from glomo_jax.downstream.options import OptimOptions, TfdsOptions
+from glomo_jax.train.config import DOWNSTREAM_LOOP
 from glomo_jax.text.words import Vocabulary
 from glomo_jax.transfer.options import TransferOptions
 from conftest import REPO
@@ -28,8 +29,9 @@ from test_squad_parts import FACTS, squad_articles, tfds_squad_records, write_sq
 ONE = jax.devices()[:1]
 TINY_READER = ReaderOptions(embed_dim=8, char_dim=4, char_filters=6, hidden=6, dense=8,
                             transfer=TransferOptions(features=4))
-TINY_OPTIM = OptimOptions(learning_rate=0.01, batch_size=4, eval_batch_size=8, steps=4,
-                          eval_every=2, log_every=2)
+TINY_OPTIM = OptimOptions(learning_rate=0.01, batch_size=4, eval_batch_size=8)
+TINY_LOOP = dataclasses.replace(DOWNSTREAM_LOOP, num_steps=4, eval_every=2, log_every=2,
+                                compile_fast=True)
 
 
 def test_tiny_json_run_with_graphs_resumes_and_answers(tiny_export, tmp_path):
@@ -38,7 +40,7 @@ def test_tiny_json_run_with_graphs_resumes_and_answers(tiny_export, tmp_path):
   config = SquadConfig(files=SquadFiles(train=train, dev=dev), val_questions=5,
                        max_context_words=21, length_multiple=8, model=TINY_READER,
                        variant="embeddings", predictor_export=tiny_export,
-                       graph_cache_dtype="float32", optim=TINY_OPTIM, compile_fast=True)
+                       graph_cache_dtype="float32", optim=TINY_OPTIM, loop=TINY_LOOP)
   workdir = tmp_path / "run"
   results = run_squad(config, str(workdir), devices=ONE)
   assert results["steps"] == 4 and len(results["curves"]) == 2
@@ -114,8 +116,7 @@ def test_tiny_json_run_with_graphs_resumes_and_answers(tiny_export, tmp_path):
 def test_tfds_run_under_mock_data(tmp_path):
   records = tfds_squad_records()
   config = SquadConfig(source="tfds", tfds=TfdsOptions(reader="data_source"),
-                       val_questions=5, model=TINY_READER, optim=TINY_OPTIM,
-                       compile_fast=True)
+                       val_questions=5, model=TINY_READER, optim=TINY_OPTIM, loop=TINY_LOOP)
   with tfds.testing.mock_data(as_data_source_fn=lambda *a, **k: records):
     results = run_squad(config, str(tmp_path / "run"), devices=ONE)
   assert results["questions"] == {"train": 25, "validation": 5, "dev": 30}

@@ -50,7 +50,7 @@ def test_tiny_run_reports_validation_and_test_accuracy(tmp_path):
   config = sst2_config.get_config("tiny")
   config.files.train = write_tsv(tmp_path / "train.tsv.gz", 40, 1)
   config.files.test = write_tsv(tmp_path / "dev.tsv.gz", 10, 2)
-  config.optim.steps, config.optim.eval_every = 4, 2
+  config.loop.num_steps, config.loop.eval_every = 4, 2
   results = run_classification(ClassificationConfig.from_dict(config.to_dict()), str(tmp_path / "run"),
                          devices=jax.devices()[:1])
   assert (results["task"], results["variant"], results["steps"]) == ("sst2", "baseline", 4)

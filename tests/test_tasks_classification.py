@@ -3,6 +3,7 @@ tiny IMDB-style task is learned with frozen embeddings and early stopping;
 graphs of a real exported predictor come from the graph cache; a run killed
 with SIGKILL and resumed ends bit-identical to a straight run; 8 fake devices
 give the result of one."""
+import dataclasses
 import json
 import logging
 import os
@@ -20,6 +21,7 @@ from glomo_jax.classification import (ClassificationConfig, ClassificationTask, 
 from glomo_jax.graphs import TaskGraphs
 from glomo_jax.text import embedding_matrix, make_batch
 from glomo_jax.downstream.options import OptimOptions
+from glomo_jax.train.config import DOWNSTREAM_LOOP
 from glomo_jax.classification.config import ClassifierOptions, TaskFiles
 from glomo_jax.transfer.options import TransferOptions
 from glomo_jax.graphs.unit_graphs import word_graphs
@@ -37,9 +39,9 @@ def imdb_config(tmp_path, **changes) -> ClassificationConfig:
       task="imdb", files=files, val_fraction=0.25, max_words=12, length_multiple=12,
       model=ClassifierOptions(embed_dim=16, hidden=16, dropout_rate=0.1,
                               freeze_embeddings=True, oov_scale=0.5),
-      optim=OptimOptions(learning_rate=0.01, batch_size=8, eval_batch_size=8, epochs=12,
-                         eval_every=6, patience=4, log_every=2),
-      compile_fast=True)
+      optim=OptimOptions(learning_rate=0.01, batch_size=8, eval_batch_size=8),
+      loop=dataclasses.replace(DOWNSTREAM_LOOP, epochs=12, eval_every=6, patience=4,
+                               log_every=2, compile_fast=True))
   return config.replace(**changes)
 
 
@@ -102,8 +104,9 @@ def test_esim_with_graphs_from_a_real_predictor(tiny_export, tmp_path):
       variant="embeddings", predictor_export=tiny_export, graph_cache_dtype="float32",
       model=ClassifierOptions(embed_dim=8, hidden=8, dropout_rate=0.1,
                               transfer=TransferOptions(features=4)),
-      optim=OptimOptions(learning_rate=0.01, batch_size=8, eval_batch_size=8, steps=6,
-                         eval_every=3, log_every=3), seed=1, compile_fast=True)
+      optim=OptimOptions(learning_rate=0.01, batch_size=8, eval_batch_size=8), seed=1,
+      loop=dataclasses.replace(DOWNSTREAM_LOOP, num_steps=6, eval_every=3, log_every=3,
+                               compile_fast=True))
   workdir = tmp_path / "run"
   results = run_classification(config, str(workdir), devices=ONE)
   assert all(0.0 <= results[k] <= 1.0 for k in ("validation_accuracy", "matched", "mismatched"))
@@ -146,10 +149,10 @@ def transfer_cmd(workdir, train, test):
   return [sys.executable, "-m", "experiments.classify",
           "--config=experiments/configs/imdb.py:tiny", f"--workdir={workdir}",
           f"--config.files.train={train}", f"--config.files.test={test}",
-          "--config.optim.steps=16", "--config.optim.eval_every=4",
+          "--config.loop.num_steps=16", "--config.loop.eval_every=4",
           # reports every 3 steps, saves every 2: a resumed run's report
           # intervals must still be the straight run's (the curves' means)
-          "--config.optim.checkpoint_every=2", "--config.optim.log_every=3"]
+          "--config.loop.checkpoint_every=2", "--config.loop.log_every=3"]
 
 
 def test_downstream_run_killed_at_a_random_moment_resumes_bit_identical(tmp_path):
@@ -181,9 +184,11 @@ def test_downstream_run_killed_at_a_random_moment_resumes_bit_identical(tmp_path
 
 def test_downstream_run_on_eight_devices_matches_one_device(tmp_path):
   assert jax.device_count() >= 8, "run with XLA_FLAGS=--xla_force_host_platform_device_count=8"
-  config = imdb_config(tmp_path).replace(
-      optim=OptimOptions(learning_rate=0.01, batch_size=8, eval_batch_size=8, steps=4,
-                         eval_every=2, log_every=2))
+  config = imdb_config(tmp_path)
+  config = config.replace(
+      optim=OptimOptions(learning_rate=0.01, batch_size=8, eval_batch_size=8),
+      loop=dataclasses.replace(config.loop, num_steps=4, epochs=None, eval_every=2,
+                               log_every=2, patience=None))
   one = run_classification(config, str(tmp_path / "one"), devices=jax.devices()[:1])
   eight = run_classification(config, str(tmp_path / "eight"), devices=jax.devices()[:8])
   np.testing.assert_allclose([c["train_loss"] for c in one["curves"]],
@@ -204,5 +209,6 @@ def test_downstream_run_on_eight_devices_matches_one_device(tmp_path):
     compared += 1
   assert compared >= 10
   with pytest.raises(ValueError, match="cannot be split over the 8 devices"):
-    run_classification(config.replace(optim=OptimOptions(batch_size=6, steps=1)),
+    run_classification(config.replace(optim=OptimOptions(batch_size=6),
+                                      loop=dataclasses.replace(config.loop, num_steps=1)),
                  str(tmp_path / "bad"), devices=jax.devices()[:8])

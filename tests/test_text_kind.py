@@ -14,6 +14,7 @@ import numpy as np
 from glomo_jax.classification.task import ClassificationTask
 from glomo_jax.downstream.config import DownstreamConfig
 from glomo_jax.downstream.options import OptimOptions
+from glomo_jax.train.config import DOWNSTREAM_LOOP
 from glomo_jax.downstream.run import load_predictor, train_and_report
 from glomo_jax.downstream.scores import classification_sums
 from glomo_jax.graphs.task_graphs import task_graphs
@@ -88,8 +89,9 @@ def test_per_word_sums_are_those_of_the_labelled_words():
 
 
 def test_a_per_word_tagger_from_the_shared_pieces(tmp_path, tiny_export):
-  config = TaggerConfig(optim=OptimOptions(learning_rate=0.05, batch_size=8, steps=24,
-                                           eval_every=12, log_every=12), compile_fast=True)
+  config = TaggerConfig(optim=OptimOptions(learning_rate=0.05, batch_size=8),
+                        loop=dataclasses.replace(DOWNSTREAM_LOOP, num_steps=24, eval_every=12,
+                                                 log_every=12, compile_fast=True))
   config.check()
   data = tag_data()
   vocab, table, _ = task_vocabulary(config, data, config.vocab, config.model, config.data_seed)

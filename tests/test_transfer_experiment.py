@@ -55,10 +55,10 @@ def test_classification_configs_load(name, arg):
   assert config.graph_cache_dir is None and config.predictor_export is None
   assert (config.source == "synthetic") == (name == "agreement")
   config.files.train = "x.jsonl"
-  config.optim.patience = None  # optional fields take None and their type
-  config.optim.steps = 3
+  config.loop.patience = None  # optional fields take None and their type
+  config.loop.num_steps = 3
   if arg == "tiny":
-    assert config.optim.steps and config.model.hidden <= 32
+    assert config.loop.num_steps and config.model.hidden <= 32
   with pytest.raises(ValueError, match="unknown"):
     module.get_config("nonsense")
 
@@ -72,8 +72,8 @@ def test_baseline_from_the_command_line_reports_test_accuracy(tmp_path):
       [sys.executable, "-m", "experiments.classify",
        "--config=experiments/configs/imdb.py:tiny", f"--workdir={workdir}",
        f"--config.files.train={train}", f"--config.files.test={test}",
-       f"--config.glove_path={glove}", "--config.seed=1", "--config.optim.steps=4",
-       "--config.optim.eval_every=2"],
+       f"--config.glove_path={glove}", "--config.seed=1", "--config.loop.num_steps=4",
+       "--config.loop.eval_every=2"],
       cwd=REPO, capture_output=True, text=True, timeout=120)
   assert out.returncode == 0, out.stderr[-3000:]
   results = json.loads((workdir / "results.json").read_text())
@@ -97,7 +97,7 @@ def test_embeddings_variant_with_a_predictor_and_train_only_data(tmp_path, tiny_
   config.variant = "embeddings"
   config.predictor_export = tiny_export
   config.val_fraction = 0.25
-  config.optim.steps, config.optim.eval_every, config.optim.batch_size = 2, 1, 8
+  config.loop.num_steps, config.loop.eval_every, config.optim.batch_size = 2, 1, 8
   workdir = str(tmp_path / "run")
   results = run(config, workdir)
   assert json.loads(open(os.path.join(workdir, "results.json")).read()) == json.loads(
@@ -250,7 +250,7 @@ def test_grid_runs_variants_and_seeds_resumes_and_tabulates(tmp_path):
          "--config=experiments/configs/agreement.py:tiny", f"--root={root}",
          "--variants=baseline,uniform", "--seeds=0,1",
          f"--parallel={2 if shutil.which('taskset') else 1}", "--",
-         "--config.optim.steps=2", "--config.predictor_export=/nonexistent"]
+         "--config.loop.num_steps=2", "--config.predictor_export=/nonexistent"]
   out = subprocess.run(cmd, cwd=REPO, capture_output=True, text=True, timeout=600)
   assert out.returncode == 0, out.stdout[-2000:] + out.stderr[-2000:]
   runs = sorted(os.listdir(root))
@@ -263,7 +263,7 @@ def test_grid_runs_variants_and_seeds_resumes_and_tabulates(tmp_path):
   assert len(rows) == 2 and all("±" in r and "0,1" in r for r in rows)
   assert "predictor_export" not in table  # dropped for variants without graphs
   # each row's command carries every extra flag; seed and workdir are the reader's
-  assert all("--config.optim.steps=2`" in r and "--config.seed" not in r
+  assert all("--config.loop.num_steps=2`" in r and "--config.seed" not in r
              and "--workdir" not in r for r in rows)
   again = subprocess.run(cmd, cwd=REPO, capture_output=True, text=True, timeout=600)
   assert again.returncode == 0 and again.stdout.count("done already") == 4
@@ -309,7 +309,7 @@ def test_grid_pins_parallel_runs_to_cores_unless_told_not_to(tmp_path, monkeypat
   monkeypatch.setattr(grid.os, "cpu_count", lambda: 2)
   monkeypatch.delenv("XLA_FLAGS", raising=False)
   grid.run_grid("experiments/configs/agreement.py:tiny", str(tmp_path), ["baseline"], ["0", "1"],
-                2, ["--config.optim.steps=2"], pin=pin)
+                2, ["--config.loop.num_steps=2"], pin=pin)
   assert len(started) == 2
   assert all((cmd[:2] == ["taskset", "-c"]) == pin for cmd, _ in started)
   assert all((ONE_CORE_XLA_FLAGS in flags) == pin for _, flags in started)

@@ -270,7 +270,7 @@ def test_tiny_runs_report_scores_by_group(tmp_path, tiny_export, variant, graph_
   config.variant, config.graph_source, config.oracle_arcs = variant, graph_source, "tree"
   if graph_source == "predictor":
     config.predictor_export = tiny_export
-  config.optim.steps, config.optim.eval_every = 2, 2
+  config.loop.num_steps, config.loop.eval_every = 2, 2
   results = run_classification(ClassificationConfig.from_dict(config.to_dict()), str(tmp_path / "run"),
                          devices=jax.devices()[:1])
   assert results["task"] == "verb_number" and results["examples"]["gold"] == 2

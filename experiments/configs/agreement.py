@@ -25,8 +25,8 @@ def get_config(arg: str = ""):
   config = classification_config(
       "agreement", max_words=32,
       model={"embed_dim": 64, "hidden": 64, "rnn_layers": None, "dropout_rate": 0.1},
-      optim={"learning_rate": 2e-3, "clip_norm": 5.0, "batch_size": 32, "steps": 1000,
-             "eval_every": 50, "patience": None})
+      optim={"learning_rate": 2e-3, "clip_norm": 5.0, "batch_size": 32},
+      loop={"num_steps": 1000, "eval_every": 50, "patience": None})
   config.source = "synthetic"
   config.synthetic.num_documents = 3000
   # 2,000 training sentences: few enough that what the graphs add shows (with

@@ -15,10 +15,13 @@ The variant (baseline | uniform | glomo) is --config.variant; 'glomo' needs
 --config.predictor_export (experiments/pretrain_images.py writes
 <workdir>/export).
 """
+import dataclasses
+
 from experiments.configs.common import config_dict
 from glomo_jax.downstream.options import OptimOptions
 from glomo_jax.images.cifar import CifarConfig
 from glomo_jax.images.data import ImageSource
+from glomo_jax.train.config import DOWNSTREAM_LOOP
 
 RUN_KIND = "cifar"   # experiments/kinds.py
 
@@ -32,14 +35,15 @@ def get_config(arg: str = ""):
         train=ImageSource("npz", ""), test=None, validation_images=4000, width=16,
         graph_downsample=2,
         optim=OptimOptions(optimizer="sgd", learning_rate=0.1, batch_size=128,
-                           eval_batch_size=500, epochs=10, weight_decay=5e-4,
-                           schedule="cosine", log_every=25))
+                           eval_batch_size=500, weight_decay=5e-4, schedule="cosine"),
+        loop=dataclasses.replace(DOWNSTREAM_LOOP, epochs=10, log_every=25))
     if arg == "tiny":
       config = config.replace(
-          validation_images=32, max_train_images=64, width=4, compile_fast=True,
+          validation_images=32, max_train_images=64, width=4,
           optim=OptimOptions(optimizer="sgd", learning_rate=0.05, batch_size=16,
-                             eval_batch_size=16, steps=4, eval_every=2, log_every=1,
-                             weight_decay=5e-4, schedule="cosine"))
+                             eval_batch_size=16, weight_decay=5e-4, schedule="cosine"),
+          loop=dataclasses.replace(DOWNSTREAM_LOOP, num_steps=4, eval_every=2, log_every=1,
+                                   compile_fast=True))
   else:
     raise ValueError(f"unknown cifar preset {arg!r}; use '', 'cpu' or 'tiny'")
   return config_dict(config)

@@ -27,7 +27,7 @@ from glomo_jax.data.corpus import CorpusSpec
 from glomo_jax.downstream.options import OptimOptions
 from glomo_jax.pretraining import PretrainConfig
 from glomo_jax.classification.config import ClassifierOptions, ClassificationConfig
-from glomo_jax.train.config import LoopOptions
+from glomo_jax.train.config import DOWNSTREAM_LOOP, LoopOptions
 
 
 def config_dict(obj) -> ml_collections.ConfigDict:
@@ -69,12 +69,14 @@ def base_config(model: ModelConfig, corpus: dict, loop: dict, **fields
 
 
 def classification_config(task: str, *, max_words: int, model: dict, optim: dict,
-                    **fields) -> ml_collections.ConfigDict:
+                          loop: dict, **fields) -> ml_collections.ConfigDict:
   """A text classification config: every ClassificationConfig field, with the
-  task's model and optimiser values set."""
+  task's model, optimiser and loop values set (the loop's others: the
+  downstream defaults, `DOWNSTREAM_LOOP`)."""
   return config_dict(ClassificationConfig(
       task=task, max_words=max_words, model=ClassifierOptions(**model),
-      optim=OptimOptions(**optim), **fields))
+      optim=OptimOptions(**optim), loop=dataclasses.replace(DOWNSTREAM_LOOP, **loop),
+      **fields))
 
 
 def tiny_preset(config: ml_collections.ConfigDict, max_words: int) -> None:
@@ -83,7 +85,7 @@ def tiny_preset(config: ml_collections.ConfigDict, max_words: int) -> None:
   config.max_train_examples, config.max_eval_examples = 64, 32
   config.vocab.max_size = 2000
   config.model.embed_dim, config.model.hidden = 16, 16
-  config.optim.batch_size, config.optim.steps, config.optim.eval_every = 8, 6, 3
-  config.optim.log_every = 3
-  config.optim.patience = None
-  config.compile_fast = True
+  config.optim.batch_size = 8
+  config.loop.num_steps, config.loop.eval_every, config.loop.log_every = 6, 3, 3
+  config.loop.patience = None
+  config.loop.compile_fast = True

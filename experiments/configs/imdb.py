@@ -35,8 +35,8 @@ def get_config(arg: str = ""):
   config = classification_config(
       "imdb", max_words=400,
       model={"embed_dim": 100, "hidden": 128, "rnn_layers": None, "dropout_rate": 0.2},
-      optim={"learning_rate": 1e-3, "clip_norm": 10.0, "batch_size": 32, "epochs": 10.0,
-             "eval_every": 500, "patience": 5})
+      optim={"learning_rate": 1e-3, "clip_norm": 10.0, "batch_size": 32},
+      loop={"epochs": 10.0, "eval_every": 500, "patience": 5})
   if arg == "tiny":
     tiny_preset(config, max_words=32)
   elif arg:

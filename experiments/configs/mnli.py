@@ -28,8 +28,8 @@ def get_config(arg: str = ""):
   config = classification_config(
       "mnli", max_words=64,
       model={"embed_dim": 100, "hidden": 300, "dropout_rate": 0.5, "self_attention": True},
-      optim={"learning_rate": 4e-4, "clip_norm": 10.0, "batch_size": 32, "epochs": 10.0,
-             "eval_every": 500, "patience": 5})
+      optim={"learning_rate": 4e-4, "clip_norm": 10.0, "batch_size": 32},
+      loop={"epochs": 10.0, "eval_every": 500, "patience": 5})
   config.length_multiple = 32   # 2 padded lengths per sentence: few step compiles
   if arg == "tiny":
     tiny_preset(config, max_words=16)

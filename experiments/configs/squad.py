@@ -22,9 +22,12 @@ dev is evaluated with the best variables.
 `:cpu` is the CPU-scale experiment of experiments/RESULTS.md (a subset of
 train, smaller vectors, Adam); `:tiny` a seconds-long smoke run.
 """
+import dataclasses
+
 from experiments.configs.common import config_dict
 from glomo_jax.downstream.options import OptimOptions
 from glomo_jax.squad import ReaderOptions, SquadConfig
+from glomo_jax.train.config import DOWNSTREAM_LOOP
 
 RUN_KIND = "squad"   # experiments/kinds.py
 
@@ -33,25 +36,25 @@ def get_config(arg: str = ""):
   config = config_dict(SquadConfig(
       char_min_count=50, max_word_chars=14, max_span=17, length_multiple=16,
       bucket_batches=20, model=ReaderOptions(embed_dim=300),
-      optim=OptimOptions(optimizer="adadelta", learning_rate=1.0, batch_size=45,
-                         epochs=26.0, log_every=100)))
+      optim=OptimOptions(optimizer="adadelta", learning_rate=1.0, batch_size=45),
+      loop=dataclasses.replace(DOWNSTREAM_LOOP, epochs=26.0, log_every=100)))
   if arg == "cpu":
     config.model.embed_dim = 100              # glove.6B.100d
     config.max_train_questions = 20_000
     config.char_min_count = 10
     config.optim.optimizer, config.optim.learning_rate = "adam", 1e-3
     config.length_multiple = 64               # few step shapes, each compiled once
-    config.optim.batch_size, config.optim.epochs = 32, 1.0
-    config.optim.eval_every, config.optim.log_every = 200, 50
+    config.optim.batch_size, config.loop.epochs = 32, 1.0
+    config.loop.eval_every, config.loop.log_every = 200, 50
   elif arg == "tiny":
     config.model.embed_dim, config.model.hidden, config.model.dense = 16, 8, 16
     config.model.char_dim, config.model.char_filters = 4, 8
     config.val_questions, config.max_train_questions, config.max_dev_questions = 8, 48, 16
     config.char_min_count, config.max_context_words = 1, 160
     config.optim.optimizer, config.optim.learning_rate = "adam", 1e-2
-    config.optim.batch_size, config.optim.steps, config.optim.eval_every = 8, 4, 2
-    config.optim.log_every, config.optim.epochs = 2, None
-    config.compile_fast = True
+    config.optim.batch_size, config.loop.num_steps, config.loop.eval_every = 8, 4, 2
+    config.loop.log_every, config.loop.epochs = 2, None
+    config.loop.compile_fast = True
   elif arg:
     raise ValueError(f"unknown squad preset {arg!r}; use '', 'cpu' or 'tiny'")
   return config

@@ -28,8 +28,8 @@ def get_config(arg: str = ""):
   config = classification_config(
       "sst2", max_words=64,
       model={"embed_dim": 100, "hidden": 128, "rnn_layers": None, "dropout_rate": 0.2},
-      optim={"learning_rate": 1e-3, "clip_norm": 10.0, "batch_size": 32, "epochs": 3.0,
-             "eval_every": 500, "patience": 5})
+      optim={"learning_rate": 1e-3, "clip_norm": 10.0, "batch_size": 32},
+      loop={"epochs": 3.0, "eval_every": 500, "patience": 5})
   config.length_multiple = 16   # sentences of a few to ~50 words: few step compiles
   if arg == "tiny":
     tiny_preset(config, max_words=32)

@@ -36,12 +36,12 @@ def get_config(arg: str = ""):
   config = classification_config(
       "verb_number", max_words=50,
       model={"embed_dim": 100, "hidden": 128, "rnn_layers": None, "dropout_rate": 0.2},
-      optim={"learning_rate": 1e-3, "clip_norm": 10.0, "batch_size": 32, "epochs": 4.0,
-             "eval_every": 200, "patience": 5})
+      optim={"learning_rate": 1e-3, "clip_norm": 10.0, "batch_size": 32},
+      loop={"epochs": 4.0, "eval_every": 200, "patience": 5})
   config.length_multiple = 16
   config.graph_text = "raw"          # the predictor reads the words as written
   if arg == "ud":
-    config.optim.epochs = 8.0        # 3,741 training examples
+    config.loop.epochs = 8.0        # 3,741 training examples
   elif arg == "tiny":
     tiny_preset(config, max_words=24)
   elif arg:

@@ -76,7 +76,7 @@ class ClassifierOptions:
 class ClassificationConfig(TextFields, DownstreamConfig):
   """One text classification run: task data, word vectors, graph source,
   model, training; `DownstreamConfig`'s fields (variant, predictor_export,
-  optim, seed, data_seed, mesh_data, compile_fast) and the text fields every
+  optim, loop, seed, data_seed) and the text fields every
   text kind shares (`text.fields.TextFields`: glove_path, length_multiple,
   bucket_batches, graph_cache_dir, graph_cache_dtype, graph_batch_size,
   graph_self_loops, graph_text).

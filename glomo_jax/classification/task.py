@@ -42,7 +42,7 @@ class ClassificationTask(DownstreamTask):
     vocab: word → id (its size must match the model's vocab_size).
     config: the run's config: a `DownstreamConfig` with `TextFields` and
       max_words (ClassificationConfig, or another text kind's; read: optim,
-      max_words, length_multiple, bucket_batches, seed, mesh_data, compile_fast).
+      loop, max_words, length_multiple, bucket_batches, seed).
     graphs: the word graphs of every split; required iff the model reads graphs.
     groups: subsets of a split's examples scored apart (`ScoreGroup`, by the
       split's `info`), e.g. the verb-number task's attractor counts.

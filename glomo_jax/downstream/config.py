@@ -1,6 +1,7 @@
 """`DownstreamConfig`: the fields every downstream run's config has (its
-variant, the predictor it reads, the optimiser and training length, seeds,
-mesh, compiles), their checks, and what a resumed run may change.
+variant, the predictor it reads, the optimiser, the loop's settings: length,
+evaluations, checkpoints, mesh, compiles; seeds), their checks, and what a
+resumed run may change.
 
 A task's config subclasses it, adds its data and model fields, sets
 `VARIANTS`, and extends `check` (calling this one).
@@ -10,17 +11,18 @@ from __future__ import annotations
 import dataclasses
 
 from glomo_jax.config import DictConfig
-from glomo_jax.downstream.options import OptimOptions
+from glomo_jax.downstream.options import DOWNSTREAM_MOVED_FIELDS, OptimOptions
+from glomo_jax.train.config import DOWNSTREAM_LOOP, LoopOptions
 from glomo_jax.transfer.options import TEXT_VARIANTS, VARIANTS, check_variant
 
 # Fields a resumed run may change: how long it trains and how often it
 # reports or saves, where its graph caches live, and the order in which the
 # graph transfer computes the same numbers. With a cosine schedule the length
 # is the schedule's, so it may not change.
-RESUMABLE_CHANGES = ("optim.steps", "optim.epochs", "optim.log_every",
-                     "optim.checkpoint_every", "graph_cache_dir", "model.transfer.apply_as",
+RESUMABLE_CHANGES = ("loop.num_steps", "loop.epochs", "loop.log_every",
+                     "loop.checkpoint_every", "graph_cache_dir", "model.transfer.apply_as",
                      "transfer.apply_as")   # the text and SQuAD models' path; CIFAR's
-LENGTH = ("optim.steps", "optim.epochs")
+LENGTH = ("loop.num_steps", "loop.epochs")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -30,21 +32,26 @@ class DownstreamConfig(DictConfig):
       the task's `VARIANTS`.
     predictor_export: the graph predictor's export (the variants that read
       graphs; `glomo_jax.export`).
-    optim: optimiser, training length and evaluations.
+    optim: the optimiser and batches (`OptimOptions`).
+    loop: the training length (num_steps, else epochs: default one epoch),
+      evaluations on validation (eval_every; default once an epoch), early
+      stopping (patience), progress lines (log_every), checkpoints
+      (checkpoint_every: default at each evaluation, keep_checkpoints), the
+      best variables kept (keep_best), the mesh (mesh_data: data-parallel
+      devices, -1: all) and cheap compiles (compile_fast: CPU smoke runs);
+      `LoopOptions`, with the defaults of `DOWNSTREAM_LOOP`.
     seed: initialisation, dropout, shuffling (and augmentation).
     data_seed: validation carve, subsets and random word vectors.
-    mesh_data: data-parallel devices (-1: all).
-    compile_fast: cheap XLA compiles (CPU smoke runs).
   """
   VARIANTS = TEXT_VARIANTS
+  MOVED_FIELDS = DOWNSTREAM_MOVED_FIELDS
 
   variant: str = "baseline"
   predictor_export: str | None = None
   optim: OptimOptions = OptimOptions()
+  loop: LoopOptions = DOWNSTREAM_LOOP
   seed: int = 0
   data_seed: int = 0
-  mesh_data: int = -1
-  compile_fast: bool = False
 
   @property
   def reads_graphs(self) -> bool:

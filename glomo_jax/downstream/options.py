@@ -1,13 +1,13 @@
-"""Option groups every downstream run shares: the optimiser and training
-length (`OptimOptions`), which become the run's optimiser and `LoopConfig`,
-and the TFDS reading options (`TfdsOptions`)."""
+"""Option groups every downstream run shares: the optimiser and batches
+(`OptimOptions`) and the TFDS reading options (`TfdsOptions`). The training
+length, evaluations and checkpoints are the config's `loop` group
+(`glomo_jax.train.config.LoopOptions`)."""
 from __future__ import annotations
 
 import dataclasses
 
 import optax
 
-from glomo_jax.train.config import LoopConfig
 from glomo_jax.train.optimizer import OPTIMIZERS, make_optimizer
 
 SCHEDULES = ("constant", "cosine")
@@ -20,22 +20,13 @@ class OptimOptions:
   decayed to 0 by a cosine over the run (`schedule` 'cosine'), with L2
   `weight_decay` added to the gradients and global-norm clipping (clip_norm
   None: none); `batch_size` examples a step (`eval_batch_size`: a task's
-  default when None); training length `steps`, else `epochs` (default 1);
-  `eval_every` steps between validation evaluations (default one epoch);
-  early stopping after `patience` evaluations without a better validation
-  score (None: never); `log_every` steps between progress lines;
-  `checkpoint_every` steps between checkpoints (default: every evaluation)."""
+  default when None). The run's length, evaluations and checkpoints are
+  the config's `loop` (`LoopOptions`)."""
   optimizer: str = "adam"
   learning_rate: float = 1e-3
   clip_norm: float | None = None
   batch_size: int = 32
   eval_batch_size: int | None = None
-  epochs: float | None = None
-  steps: int | None = None
-  eval_every: int | None = None
-  patience: int | None = None
-  log_every: int = 100
-  checkpoint_every: int | None = None
   momentum: float = 0.9
   weight_decay: float = 0.0
   schedule: str = "constant"
@@ -47,16 +38,8 @@ class OptimOptions:
                        f"{sorted(OPTIMIZERS)}")
     if self.schedule not in SCHEDULES:
       raise ValueError(f"unknown optim.schedule {self.schedule!r}: one of {list(SCHEDULES)}")
-    for name in ("batch_size", "log_every"):
-      if getattr(self, name) < 1:
-        raise ValueError(f"optim.{name} must be >= 1, got {getattr(self, name)}")
-
-  def num_steps(self, batches_per_epoch: int) -> int:
-    """Training steps: `steps`, else `epochs` (default 1) of the epoch's batches."""
-    if self.steps is not None:
-      return self.steps
-    return max(1, int(round((self.epochs if self.epochs is not None else 1)
-                            * batches_per_epoch)))
+    if self.batch_size < 1:
+      raise ValueError(f"optim.batch_size must be >= 1, got {self.batch_size}")
 
   def optimizer_for(self, num_steps: int) -> optax.GradientTransformation:
     """The optimiser (`glomo_jax.train.optimizer.make_optimizer`): clipping,
@@ -70,18 +53,6 @@ class OptimOptions:
                           clip_norm=self.clip_norm, weight_decay=self.weight_decay,
                           decay="l2")
 
-  def loop_config(self, batches_per_epoch: int, select_metric: str, **fields) -> LoopConfig:
-    """The loop's settings: length (`num_steps`), evaluations (default once
-    an epoch), checkpoints (default at each evaluation, two kept), the best
-    variables kept by `select_metric` (max) and early stopping after
-    `patience`; `fields`: other LoopConfig fields (seed, mesh_data, ...)."""
-    eval_every = self.eval_every or batches_per_epoch
-    return LoopConfig(**{
-        "num_steps": self.num_steps(batches_per_epoch), "log_every": self.log_every,
-        "eval_every": eval_every, "checkpoint_every": self.checkpoint_every or eval_every,
-        "keep_checkpoints": 2, "select_metric": select_metric, "select_mode": "max",
-        "patience": self.patience, "keep_best": True, **fields})
-
 
 @dataclasses.dataclass(frozen=True)
 class TfdsOptions:
@@ -91,3 +62,14 @@ class TfdsOptions:
   validation: str | None = None
   reader: str = "auto"
   download: bool = False
+
+
+# A downstream config.json written before the loop's settings became one
+# `loop` group (`LoopOptions`) reads into the current layout
+# (`glomo_jax.config.moved_fields`).
+DOWNSTREAM_MOVED_FIELDS = {"optim.steps": "loop.num_steps", "optim.epochs": "loop.epochs",
+                           "optim.eval_every": "loop.eval_every",
+                           "optim.patience": "loop.patience",
+                           "optim.log_every": "loop.log_every",
+                           "optim.checkpoint_every": "loop.checkpoint_every",
+                           "mesh_data": "loop.mesh_data", "compile_fast": "loop.compile_fast"}

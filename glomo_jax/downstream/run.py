@@ -48,8 +48,10 @@ def train_and_report(task, workdir: str, scores: Callable[[dict], dict], *, star
   devices: the mesh's (default all); compilation_cache_dir: JAX's
   persistent cache (None: off).
   """
-  summary = loop.run(task, task.loop_config(compilation_cache_dir=compilation_cache_dir),
-                     workdir, devices=devices)
+  settings = task.config.loop.loop_config(task.batches.batches_per_epoch,
+                                          **task.loop_fields(),
+                                          compilation_cache_dir=compilation_cache_dir)
+  summary = loop.run(task, settings, workdir, devices=devices)
   if summary["preempted"]:
     return {"preempted": True, "step": summary["step"]}
   config = task.config

@@ -21,7 +21,6 @@ import jax
 import numpy as np
 
 from glomo_jax.train.batches import ExampleBatches
-from glomo_jax.train.config import LoopConfig
 from glomo_jax.train.run_config import check_run_config, record_run_config
 from glomo_jax.train.task import RunContext, Task
 
@@ -61,16 +60,14 @@ class DownstreamTask(Task):
     # a split smaller than one batch is padded with weight-0 rows
     self.batches = ExampleBatches(train, self.batch_size, make_batch, seed=config.seed,
                                   bucket_batches=bucket_batches)
-    self.num_steps = o.num_steps(self.batches.batches_per_epoch)
+    self.num_steps = config.loop.num_steps_for(self.batches.batches_per_epoch)
 
-  def loop_config(self, **changes) -> LoopConfig:
-    """The loop's settings from `config.optim` (one epoch = the training
-    split's full batches), the seed, mesh and compile options."""
-    c = self.config
-    return c.optim.loop_config(self.batches.batches_per_epoch,
-                               f"{VALIDATION}/{self.select_metric}",
-                               **{"seed": c.seed, "mesh_data": c.mesh_data,
-                                  "compile_fast": c.compile_fast, **changes})
+  def loop_fields(self) -> dict:
+    """What the run adds to `config.loop` in its LoopConfig
+    (`LoopOptions.loop_config`, with the epoch of `batches`): the seed and
+    the validation metric that ranks evaluations (maximised)."""
+    return {"seed": self.config.seed, "select_metric": f"{VALIDATION}/{self.select_metric}",
+            "select_mode": "max"}
 
   def optimizer(self):
     return self.config.optim.optimizer_for(self.num_steps)

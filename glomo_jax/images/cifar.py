@@ -30,13 +30,14 @@ import numpy as np
 
 from glomo_jax.config import from_dict
 from glomo_jax.downstream.config import DownstreamConfig
-from glomo_jax.downstream.options import OptimOptions
+from glomo_jax.downstream.options import DOWNSTREAM_MOVED_FIELDS, OptimOptions
 from glomo_jax.downstream.run import load_predictor, train_and_report
 from glomo_jax.downstream.scores import classification_sums, mean_loss, summed_accuracy
 from glomo_jax.downstream.task import VALIDATION, DownstreamTask
 from glomo_jax.images.data import ImageSet, ImageSource, carve_validation, read_images
 from glomo_jax.images.pixel_transfer import GLoMoResNet
 from glomo_jax.train.batches import batch_order, host_rows
+from glomo_jax.train.config import DOWNSTREAM_LOOP, LoopOptions
 from glomo_jax.train.task import RunEval
 from glomo_jax.train.workdir import holding_workdir
 from glomo_jax.transfer.options import PIXEL_VARIANTS, TRANSFER_MOVED_FIELDS, TransferOptions
@@ -50,8 +51,8 @@ TEST = "test"
 class CifarConfig(DownstreamConfig):
   """One CIFAR-10 run; and `DownstreamConfig`'s fields (variant:
   'baseline', 'uniform' or 'glomo'; predictor_export: the pixel predictor's
-  export; optim; seed: parameters and flips; data_seed: the validation
-  carve; mesh_data; compile_fast).
+  export; optim; loop (here 200 epochs); seed: parameters and flips;
+  data_seed: the validation carve).
 
   Attributes:
     train: the training images (validation is carved from them).
@@ -68,8 +69,9 @@ class CifarConfig(DownstreamConfig):
   VARIANTS = PIXEL_VARIANTS
 
   optim: OptimOptions = OptimOptions(optimizer="sgd", learning_rate=0.1, batch_size=128,
-                                     eval_batch_size=500, epochs=200, weight_decay=5e-4,
+                                     eval_batch_size=500, weight_decay=5e-4,
                                      schedule="cosine")
+  loop: LoopOptions = dataclasses.replace(DOWNSTREAM_LOOP, epochs=200)
   train: ImageSource = ImageSource("tfds", "cifar10", "train")
   test: ImageSource | None = ImageSource("tfds", "cifar10", "test")
   validation_images: int = 8000
@@ -79,14 +81,16 @@ class CifarConfig(DownstreamConfig):
   depth: int = 18
   width: int = 64
   transfer: TransferOptions = TransferOptions()
-  MOVED_FIELDS = TRANSFER_MOVED_FIELDS
+  MOVED_FIELDS = {**DOWNSTREAM_MOVED_FIELDS, **TRANSFER_MOVED_FIELDS}
 
   def __post_init__(self):
     for name, kind in (("train", ImageSource), ("test", ImageSource), ("optim", OptimOptions),
-                       ("transfer", TransferOptions)):
+                       ("loop", LoopOptions), ("transfer", TransferOptions)):
       if isinstance(getattr(self, name), Mapping):
-        object.__setattr__(self, name, from_dict(kind, getattr(self, name),
-                                                 f"CifarConfig.{name}"))
+        default = self.__dataclass_fields__[name].default
+        object.__setattr__(self, name, from_dict(
+            kind, getattr(self, name), f"CifarConfig.{name}",
+            default if isinstance(default, kind) else None))
     self.check()
 
   def check(self) -> None:

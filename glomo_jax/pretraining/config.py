@@ -15,7 +15,7 @@ from typing import Mapping
 from glomo_jax.config import DictConfig, ModelConfig, from_dict
 from glomo_jax.data.corpus import CorpusSpec
 from glomo_jax.pretraining.fixed_graphs import SOURCES as GRAPH_SOURCES
-from glomo_jax.train.config import LOOP_MOVED_FIELDS, LoopConfig, LoopOptions
+from glomo_jax.train.config import LOOP_MOVED_FIELDS, LoopOptions
 from glomo_jax.train.optimizer import make_optimizer
 
 OPTIMIZERS = ("sgd", "adam")
@@ -48,10 +48,12 @@ class PretrainConfigBase(DictConfig):
   export: bool = True
 
   def _loop_from_mapping(self) -> None:
-    """`loop` given as a mapping (a direct construction) becomes LoopOptions."""
+    """`loop` given as a mapping (a direct construction) becomes LoopOptions;
+    pretraining counts steps (`LoopOptions.check_steps`)."""
     if isinstance(self.loop, Mapping):
       object.__setattr__(self, "loop", from_dict(LoopOptions, self.loop,
                                                  f"{type(self).__name__}.loop"))
+    self.loop.check_steps()
 
   def build_optimizer(self):
     """The run's optimiser (`glomo_jax.train.optimizer.make_optimizer`)."""
@@ -78,8 +80,9 @@ class PretrainConfig(PretrainConfigBase):
     shift: distance between window starts [100].
     optimizer: 'sgd' [authors] or 'adam'. learning_rate [8.0], momentum [0.2],
       clip_norm: global gradient norm [0.25]; weight_decay (adam only: AdamW).
-    loop: the loop's settings (`LoopOptions`): num_steps, log_every,
-      eval_every, checkpoint_every, keep_checkpoints, the plateau rule
+    loop: the loop's settings (`LoopOptions`): num_steps and eval_every
+      (set: pretraining counts steps, not epochs), log_every,
+      checkpoint_every, keep_checkpoints, keep_best, the plateau rule
       (plateau_patience evaluations without a better held-out loss multiply
       the learning rate by plateau_factor [3, 0.5]; 0 disables), the mesh
       (mesh_data, mesh_fsdp; -1 = all remaining devices) and compile_fast
@@ -146,11 +149,11 @@ class PretrainConfig(PretrainConfigBase):
     d["corpus"] = self.corpus.to_dict()
     return d
 
-  def loop_config(self, **changes) -> LoopConfig:
-    """The loop's settings: evaluation on the held-out split (if any) ranks
-    steps by its loss and drives the plateau rule."""
+  def loop_fields(self) -> dict:
+    """What the run adds to `loop` in its LoopConfig (`LoopOptions.loop_config`):
+    the seed; evaluation on the held-out split (if any) ranks steps by its
+    loss and drives the plateau rule."""
     heldout = self.heldout_fraction > 0
-    return self.loop.loop_config(**{
-        "seed": self.seed, "select_metric": "heldout/loss" if heldout else None,
-        "select_mode": "min",
-        "plateau_patience": self.loop.plateau_patience if heldout else 0, **changes})
+    return {"seed": self.seed, "select_metric": "heldout/loss" if heldout else None,
+            "select_mode": "min",
+            "plateau_patience": self.loop.plateau_patience if heldout else 0}

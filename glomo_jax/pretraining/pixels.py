@@ -26,7 +26,6 @@ from glomo_jax.models.pixel_glomo import PixelGLoMo
 from glomo_jax.pretraining.config import PretrainConfigBase
 from glomo_jax.train import loop
 from glomo_jax.train.batches import ExampleBatches, batch_order, host_rows
-from glomo_jax.train.config import LoopConfig
 from glomo_jax.train.run_config import check_run_config, record_run_config
 from glomo_jax.train.task import RunContext, RunEval, Task
 
@@ -73,9 +72,10 @@ class ImagePretrainConfig(PretrainConfigBase):
         raise ValueError(f"ImagePretrainConfig.{name} must be >= 1, got "
                          f"{getattr(self, name)}")
 
-  def loop_config(self, **changes) -> LoopConfig:
-    return self.loop.loop_config(**{"seed": self.seed, "select_metric": f"{HELDOUT}/loss",
-                                    "select_mode": "min", **changes})
+  def loop_fields(self) -> dict:
+    """What the run adds to `loop` in its LoopConfig (`LoopOptions.loop_config`):
+    the seed, and the held-out loss that ranks evaluations."""
+    return {"seed": self.seed, "select_metric": f"{HELDOUT}/loss", "select_mode": "min"}
 
 
 def load_pretraining_images(config: ImagePretrainConfig):
@@ -186,5 +186,6 @@ def pretrain_images(config: ImagePretrainConfig, workdir: str, *,
                     compilation_cache_dir: str | None = None, devices=None) -> dict:
   """Runs (or resumes) pixel pretraining in `workdir`; the loop's summary."""
   task = PixelPretrainingTask(config)
-  return loop.run(task, config.loop_config(compilation_cache_dir=compilation_cache_dir),
+  return loop.run(task, config.loop.loop_config(**config.loop_fields(),
+                                                compilation_cache_dir=compilation_cache_dir),
                   workdir, devices=devices)

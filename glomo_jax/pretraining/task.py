@@ -240,5 +240,6 @@ def train_and_evaluate(config: PretrainConfig, workdir: str, *,
   devices = jax.devices() if devices is None else list(devices)
   task = PretrainingTask(config, workdir,
                          split_batch_scores=tuning.split_batch_scores(devices))
-  return loop.run(task, config.loop_config(compilation_cache_dir=compilation_cache_dir),
+  return loop.run(task, config.loop.loop_config(**config.loop_fields(),
+                                                compilation_cache_dir=compilation_cache_dir),
                   workdir, devices=devices)

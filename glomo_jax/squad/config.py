@@ -49,8 +49,8 @@ class ReaderOptions:
 @dataclasses.dataclass(frozen=True)
 class SquadConfig(TextFields, DownstreamConfig):
   """One SQuAD run: data, word vectors, graph source, reader, training;
-  `DownstreamConfig`'s fields (variant, predictor_export, optim, seed,
-  data_seed, mesh_data, compile_fast) and the text fields every text kind
+  `DownstreamConfig`'s fields (variant, predictor_export, optim, loop,
+  seed, data_seed) and the text fields every text kind
   shares (`text.fields.TextFields`; here length_multiple defaults to 16 and
   graph_batch_size to 8).
 
