@@ -33,11 +33,11 @@ _CONFIG = config_flags.DEFINE_config_file(
     "config", os.path.join(os.path.dirname(__file__), "configs", "demo.py"),
     "Pretraining config.", lock_config=True)
 _WORKDIR = flags.DEFINE_string("workdir", "runs/demo", "Run directory.")
-_TRANSFER = flags.DEFINE_list("transfer", ["baseline", "uniform", "embeddings", "arcs"],
-                              "Variants of the agreement transfer run ('arcs': GLoMo on "
+_VARIANTS = flags.DEFINE_list("variants", ["baseline", "uniform", "embeddings", "arcs"],
+                              "Variants of the agreement classification runs ('arcs': GLoMo on "
                               "embeddings with the planted arcs as graphs; empty: none).")
-_TRANSFER_PRESET = flags.DEFINE_string(
-    "transfer_preset", "", "Preset of experiments/configs/agreement.py ('' or 'tiny').")
+_AGREEMENT_PRESET = flags.DEFINE_string(
+    "agreement_preset", "", "Preset of experiments/configs/agreement.py ('' or 'tiny').")
 
 
 def held_out_sentences(synthetic, words: int = 30) -> str:
@@ -64,7 +64,7 @@ def arc_table(record: dict) -> str:
   return "\n".join(lines)
 
 
-def transfer_runs(export: str, synthetic, workdir: str, variants, preset: str = ""
+def agreement_runs(export: str, synthetic, workdir: str, variants, preset: str = ""
                   ) -> list[dict]:
   """The agreement task (experiments/configs/agreement.py) on sentences after
   the pretraining corpus `synthetic`, once per variant; returns the results."""
@@ -87,7 +87,7 @@ def transfer_runs(export: str, synthetic, workdir: str, variants, preset: str = 
   return out
 
 
-def transfer_table(results: list[dict]) -> str:
+def agreement_table(results: list[dict]) -> str:
   lines = ["downstream: does every verb agree with its subject? (sentences the predictor "
            "never saw; BiGRU + self-attention classifier)",
            f"  {'variant':<11} {'graph':<22} {'validation':>10} {'test':>7} {'train s':>8}"]
@@ -127,13 +127,13 @@ def main(argv):
                     "eval_loss": heldout.get("loss"), "export": summary["export"],
                     "heatmap": png, "minutes": round(summary["elapsed_s"] / 60, 1)}, indent=1))
   print(arc_table(summary["arcs"]))
-  if _TRANSFER.value:
-    results = transfer_runs(summary["export"], config.corpus.synthetic, workdir,
-                            _TRANSFER.value, _TRANSFER_PRESET.value)
-    if len(results) < len(_TRANSFER.value):
-      print("a transfer run stopped before the end; rerun the same command to resume")
+  if _VARIANTS.value:
+    results = agreement_runs(summary["export"], config.corpus.synthetic, workdir,
+                            _VARIANTS.value, _AGREEMENT_PRESET.value)
+    if len(results) < len(_VARIANTS.value):
+      print("a classification run stopped before the end; rerun the same command to resume")
       return
-    print(transfer_table(results))
+    print(agreement_table(results))
 
 
 if __name__ == "__main__":

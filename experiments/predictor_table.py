@@ -31,9 +31,9 @@ gets, from its final held-out evaluation and its export:
   architecture untrained and the best fixed offset;
 * steps/s of the run (wall time in the loop, evaluations included) and the
   tokens it read;
-* with `--transfer_config`: GLoMo on embeddings for every `--seeds` and
+* with `--classify_config`: GLoMo on embeddings for every `--seeds` and
   once the uniform graph (`experiments.grid`); arguments after `--` go to
-  every transfer run (`--config.*` there are the transfer config's; the
+  every classification run (`--config.*` there are the classification config's; the
 pretraining config's overrides are `--pretrain_config.*`).
 
 Rows with fixed graphs (graph_source other than 'predicted') train no
@@ -68,7 +68,8 @@ _CONLLU = flags.DEFINE_string("conllu", None, "CoNLL-U treebank the alignment is
 _SELECT = flags.DEFINE_string("select_conllu", None,
                               "CoNLL-U treebank the best head is picked on.")
 _SELECT_N = flags.DEFINE_integer("select_sentences", 2000, "Sentences of --select_conllu.")
-_TRANSFER = flags.DEFINE_string("transfer_config", None, "Transfer config (with :preset).")
+_CLASSIFY = flags.DEFINE_string("classify_config", None,
+                                "Classification config (with :preset).")
 _SEEDS = flags.DEFINE_list("seeds", ["0", "1", "2"], "Transfer seeds.")
 _PARALLEL = flags.DEFINE_integer("parallel", 1, "Transfer runs at once, one core each.")
 flags.mark_flags_as_required(["pretrain_config", "root"])
@@ -217,14 +218,14 @@ def main(argv):
         return
       groups.setdefault(name, []).append(record)
     first = groups[name][0]
-    if _TRANSFER.value and first["export"]:
+    if _CLASSIFY.value and first["export"]:
       folder = os.path.join(root, f"{name}_s{first['seed']}", "transfer")
-      run_grid(_TRANSFER.value, folder, ["embeddings"], _SEEDS.value, _PARALLEL.value,
+      run_grid(_CLASSIFY.value, folder, ["embeddings"], _SEEDS.value, _PARALLEL.value,
                extra + [f"--config.predictor_export={first['export']}"])
       transfer[name] = _transfer_accuracies(folder, "embeddings")
-  if _TRANSFER.value:
+  if _CLASSIFY.value:
     folder = os.path.join(root, "uniform")
-    run_grid(_TRANSFER.value, folder, ["uniform"], _SEEDS.value, _PARALLEL.value, extra)
+    run_grid(_CLASSIFY.value, folder, ["uniform"], _SEEDS.value, _PARALLEL.value, extra)
     transfer["uniform graph (at transfer)"] = _transfer_accuracies(folder, "uniform")
   text = quality_table(groups) + "\n" + health_table(groups)
   if arc_table(groups):

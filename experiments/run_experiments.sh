@@ -43,14 +43,14 @@ $PY -m experiments.predictor_table --pretrain_config=experiments/configs/wiki_cp
     --pretrain_config.loop.eval_every=250 --pretrain_config.loop.checkpoint_every=500 \
     --root="$RUNS/ablations" --steps=1500 \
     --conllu="$DATA/ud_english_ewt/en_ewt-ud-dev.conllu.gz" \
-    --transfer_config=experiments/configs/mnli.py --parallel=2 -- \
+    --classify_config=experiments/configs/mnli.py --parallel=2 -- \
     --config.files.train="$DATA/mnli/mnli_train_subset_9k.jsonl.xz" --config.glove_path="$GLOVE" \
     --config.graph_cache_dir="$RUNS/ablations/mnli_graph_cache" \
     --config.model.hidden=100 --config.length_multiple=32 \
     --config.loop.epochs=1 --config.loop.eval_every=127 --config.loop.patience=100
 # the controlled case: the built-in language, whose arcs are known (the demo's
 # predictor; 60 short runs, about 30 min)
-$PY -m experiments.demo --workdir="$RUNS/demo" --transfer=
+$PY -m experiments.demo --workdir="$RUNS/demo" --variants=
 $PY -m experiments.data_efficiency --export="$RUNS/demo/export" \
     --root="$RUNS/data_efficiency" --parallel=2
 # MNLI: one run builds the graph cache before the parallel runs share it

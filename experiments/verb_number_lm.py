@@ -32,41 +32,10 @@ flags.mark_flags_as_required(["workdir"])
 flags.mark_flags_as_mutual_exclusive(["examples", "conllu"], required=True)
 
 
-def read_examples(path: str, limit: int | None = None) -> list[dict]:
-  """Probe instances of a verb-number JSON-lines file: {'words' (the whole
-  sentence), 'verb', 'label', 'subject', 'attractors'}, each record checked
-  as the task checks it (`parse_example`).
-
-  Raises:
-    InputError: one line naming the file, the line and the problem.
-  """
-  from glomo_jax.classification.lm_agreement import FORM_PAIRS  # noqa: PLC0415
-  from glomo_jax.classification.verb_number import parse_example  # noqa: PLC0415
-  from glomo_jax.errors import InputError  # noqa: PLC0415
-  from glomo_jax.text.readers import numbered_jsonl  # noqa: PLC0415
-
-  out = []
-  for number, record in numbered_jsonl(path):
-    try:
-      parsed = parse_example(record)
-      form = record["words"][record["verb"]].lower()
-      if form not in FORM_PAIRS:
-        raise ValueError(f"the verb {form!r} is not one of {sorted(FORM_PAIRS)}")
-    except ValueError as e:
-      raise InputError(path, str(e), line=number) from None
-    out.append({"words": record["words"], "verb": record["verb"], "label": parsed["label"],
-                "subject": record["verb"] - parsed["distance"] if parsed["distance"] > 0 else -1,
-                "attractors": parsed["attractors"]})
-    if limit is not None and len(out) >= limit:
-      break
-  if not out:
-    raise InputError(path, "no example")
-  return out
-
-
 def main(argv):
   del argv
-  from glomo_jax.classification.lm_agreement import agreement_scores, verb_form_log_probs  # noqa: PLC0415
+  from glomo_jax.classification.lm_agreement import (agreement_scores, read_probe_examples,  # noqa: PLC0415
+                                                     verb_form_log_probs)
   from glomo_jax.classification.verb_number import SCORE_GROUPS  # noqa: PLC0415
   from glomo_jax.io import write_json  # noqa: PLC0415
   from glomo_jax.models.glomo import GLoMo  # noqa: PLC0415
@@ -79,7 +48,7 @@ def main(argv):
     sentences = itertools.islice(read_conllu(_CONLLU.value), _MAX_SENTENCES.value)
     examples = list(itertools.islice(treebank_examples(sentences), _MAX.value))
   else:
-    examples = read_examples(_EXAMPLES.value, _MAX.value)
+    examples = read_probe_examples(_EXAMPLES.value, _MAX.value)
   config, tokenizer, variables, step = restore_checkpoint(_WORKDIR.value, _STEP.value)
   model = GLoMo(config.model.replace(vocab_size=tokenizer.vocab_size))
   log_probs = verb_form_log_probs(model, variables, tokenizer, examples, _BATCH.value)

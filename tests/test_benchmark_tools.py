@@ -222,7 +222,7 @@ def test_a_task_steps_profile_splits_its_time_by_module_and_pass(tmp_path):
   from glomo_jax.classification import (ClassificationTask, build_model,  # noqa: PLC0415
                                         load_task_data)
   from glomo_jax.text import embedding_matrix  # noqa: PLC0415
-  from test_tasks_classification import imdb_config  # noqa: PLC0415
+  from test_classification_task import imdb_config  # noqa: PLC0415
   config = imdb_config(tmp_path, variant="uniform")
   data = load_task_data(config)
   vocab = data.build_vocabulary()

@@ -15,7 +15,7 @@ sys.path.insert(0, REPO)
 from experiments import kinds  # noqa: E402
 
 # the pretraining configs, by the RUN_KIND each states (classify:
-# tests/test_transfer_experiment.py; squad: tests/test_squad_run.py; images:
+# tests/test_classify_experiment.py; squad: tests/test_squad_run.py; images:
 # tests/test_images_pretraining.py, tests/test_cifar.py)
 CONFIGS = kinds.configs_of("pretrain")
 
@@ -128,7 +128,7 @@ def test_demo_main_job_end_to_end(tmp_path):
   workdir = tmp_path / "demo"
   out = subprocess.run(
       [sys.executable, "-m", "experiments.demo", "--config=experiments/configs/demo.py:tiny",
-       f"--workdir={workdir}", "--transfer_preset=tiny"],
+       f"--workdir={workdir}", "--agreement_preset=tiny"],
       cwd=REPO, capture_output=True, text=True, timeout=600)
   assert out.returncode == 0, out.stderr[-3000:]
   assert (workdir / "graphs.png").exists() and (workdir / "export").is_dir()

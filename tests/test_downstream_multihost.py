@@ -3,7 +3,7 @@
 after a random checkpoint and restarted, train the one-text classifier as 1
 process × 4 devices does straight (losses and parameters to float tolerance,
 as the sums run in another order; accuracies, best step and test score
-equal). Bit-exact resume on one host: test_tasks_classification.py."""
+equal). Bit-exact resume on one host: test_classification_task.py."""
 import json
 import subprocess
 import sys

@@ -22,8 +22,8 @@ from glomo_jax.pretraining import PretrainConfig, train_and_evaluate
 from glomo_jax.classification import run_classification
 from glomo_jax.graphs import cache_stores, cached_word_graphs
 from test_non_finite_runs import with_steps
-from test_tasks_classification import imdb_config
-from test_transfer_predictor import DATASET, W
+from test_classification_task import imdb_config
+from test_graphs_predictor import DATASET, W
 
 ONE = jax.devices()[:1]
 NO_SPACE = OSError(errno.ENOSPC, "No space left on device")

@@ -21,7 +21,7 @@ from glomo_jax.export import load_graph_predictor
 from glomo_jax.export.format import MANIFEST_FILENAME
 from glomo_jax.train import Checkpointer, UnrestorableCheckpointError
 from glomo_jax.graphs import WordGraphCache, cached_word_graphs
-from test_transfer_predictor import DATASET, W
+from test_graphs_predictor import DATASET, W
 
 
 def files_under(root) -> list[str]:

@@ -116,7 +116,7 @@ def test_entry_point_on_a_tiny_export(tmp_path):
   from glomo_jax.export import export_graph_predictor  # noqa: PLC0415
   from experiments.graph_stats import statistics_table  # noqa: PLC0415
   from conftest import random_variables  # noqa: PLC0415
-  from test_transfer_predictor import SENTENCES as sentences  # noqa: PLC0415
+  from test_graphs_predictor import SENTENCES as sentences  # noqa: PLC0415
   config = ModelConfig.tiny()
   tokenizer = train_tokenizer(sentences, 30, str(tmp_path / "tok") + "/")
   export = export_graph_predictor(str(tmp_path / "export"), config,

@@ -6,10 +6,13 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from conftest import random_variables, write_jsonl
-from experiments.verb_number_lm import read_examples
-from glomo_jax.classification.lm_agreement import agreement_scores, verb_form_log_probs
+from fuzzing import compress, damaged_file, damaged_json, examples, json_bytes, read_or_input_error
+from glomo_jax.classification.lm_agreement import (FORM_PAIRS, agreement_scores,
+                                                   read_probe_examples, verb_form_log_probs)
 from glomo_jax.classification.verb_number import SCORE_GROUPS
 from glomo_jax.config import ModelConfig
 from glomo_jax.data.tokenizer import train_tokenizer
@@ -93,13 +96,33 @@ def test_agreement_scores_by_hand():
 def test_reader_checks_each_line(tmp_path):
   good = {"words": "the keys to the cabinet are here".split(), "verb": 5, "label": "plural",
           "subject": 1, "attractors": 1}
-  examples = read_examples(write_jsonl(tmp_path / "a.jsonl", [good]))
+  examples = read_probe_examples(write_jsonl(tmp_path / "a.jsonl", [good]))
   assert examples == [{"words": good["words"], "verb": 5, "label": 1, "subject": 1,
                        "attractors": 1}]
   walks = {"words": "the dog walks".split(), "verb": 2, "label": "singular"}
   path = write_jsonl(tmp_path / "b.jsonl", [good, walks])
   with pytest.raises(InputError, match=r"b.jsonl:2: the verb 'walks' is not one of"):
-    read_examples(path)
+    read_probe_examples(path)
   with pytest.raises(InputError, match="c.jsonl:1: missing"):
-    read_examples(write_jsonl(tmp_path / "c.jsonl", [{"words": ["a", "is"], "verb": 1}]))
-  assert len(read_examples(write_jsonl(tmp_path / "d.jsonl", [good] * 5), limit=2)) == 2
+    read_probe_examples(write_jsonl(tmp_path / "c.jsonl", [{"words": ["a", "is"], "verb": 1}]))
+  assert len(read_probe_examples(write_jsonl(tmp_path / "d.jsonl", [good] * 5), limit=2)) == 2
+
+
+@settings(max_examples=examples(30))
+@given(suffix=st.sampled_from(["", ".gz", ".xz"]), data=st.data())
+def test_fuzzed_probe_files(tmp_path, suffix, data):
+  records = [{"words": "the keys to the cabinet are here".split(), "verb": 5, "label": "plural",
+              "subject": 1, "attractors": 1},
+             {"words": "the dog has a toy".split(), "verb": 2, "label": 0}]
+  if data.draw(st.booleans()):
+    wrong = data.draw(damaged_json(records))
+    raw = compress(b"".join(json_bytes(r) + b"\n" for r in
+                            (wrong if isinstance(wrong, list) else [wrong])), suffix)
+  else:
+    raw = data.draw(damaged_file(b"".join(json_bytes(r) + b"\n" for r in records), suffix))
+  path = tmp_path / f"probe.jsonl{suffix}"
+  path.write_bytes(raw)
+  read = read_or_input_error(lambda: read_probe_examples(str(path)), str(path))
+  for ex in read or []:
+    assert ex["words"][ex["verb"]].lower() in FORM_PAIRS and ex["label"] in (0, 1)
+    assert -1 <= ex["subject"] < ex["verb"]

@@ -31,7 +31,7 @@ from test_images_pretraining import config_for as pixel_config
 from test_images_pretraining import write_images
 from test_squad_parts import write_squad
 from test_squad_run import TINY_LOOP, TINY_OPTIM, TINY_READER
-from test_tasks_classification import imdb_config
+from test_classification_task import imdb_config
 
 ONE = jax.devices()[:1]
 

@@ -89,7 +89,7 @@ def test_table_runs_rows_measures_them_and_resumes(tmp_path):
          "--rows=ablations", "--only=full",
          "--row=planted: graph_source=planted",
          "--row=frozen: graph_source=export graph_export={root}/full_s{seed}/export",
-         f"--conllu={conllu}", "--transfer_config=experiments/configs/agreement.py:tiny",
+         f"--conllu={conllu}", "--classify_config=experiments/configs/agreement.py:tiny",
          "--seeds=0", "--", "--config.loop.num_steps=2"]
   out = subprocess.run(cmd, cwd=REPO, capture_output=True, text=True, timeout=900)
   assert out.returncode == 0, out.stdout[-2000:] + out.stderr[-2000:]

@@ -26,7 +26,10 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from glomo_jax.classification.verb_number import parse_example
 from glomo_jax.downstream.scores import ScoreGroup, group_accuracy, group_membership
+from glomo_jax.errors import InputError
+from glomo_jax.text.readers import numbered_jsonl
 
 # a form -> (singular form, plural form) of its verb
 FORM_PAIRS = {"is": ("is", "are"), "are": ("is", "are"), "was": ("was", "were"),
@@ -104,3 +107,29 @@ def agreement_scores(examples: Sequence[dict], log_probs: np.ndarray,
   return {"accuracy": float(correct.mean()), "examples": len(examples),
           **group_accuracy(groups, sums)}
 
+
+def read_probe_examples(path: str, limit: int | None = None) -> list[dict]:
+  """Probe instances of a verb-number JSON-lines file: {'words' (the whole
+  sentence), 'verb', 'label', 'subject', 'attractors'}, each record checked
+  as the task checks it (`parse_example`).
+
+  Raises:
+    InputError: one line naming the file, the line and the problem.
+  """
+  out = []
+  for number, record in numbered_jsonl(path):
+    try:
+      parsed = parse_example(record)
+      form = record["words"][record["verb"]].lower()
+      if form not in FORM_PAIRS:
+        raise ValueError(f"the verb {form!r} is not one of {sorted(FORM_PAIRS)}")
+    except ValueError as e:
+      raise InputError(path, str(e), line=number) from None
+    out.append({"words": record["words"], "verb": record["verb"], "label": parsed["label"],
+                "subject": record["verb"] - parsed["distance"] if parsed["distance"] > 0 else -1,
+                "attractors": parsed["attractors"]})
+    if limit is not None and len(out) >= limit:
+      break
+  if not out:
+    raise InputError(path, "no example")
+  return out
