@@ -144,6 +144,18 @@ def damaged_json(draw, value):
   return value
 
 
+@st.composite
+def damaged_jsonl(draw, records, suffix: str) -> bytes:
+  """The bytes of a `suffix` JSON-lines file of `records`, damaged: either
+  one field of the records wrong (`damaged_json`) or the file's bytes
+  (`damaged_file`)."""
+  if draw(st.booleans()):
+    wrong = draw(damaged_json(records))
+    lines = wrong if isinstance(wrong, list) else [wrong]
+    return compress(b"".join(json_bytes(r) + b"\n" for r in lines), suffix)
+  return draw(damaged_file(b"".join(json_bytes(r) + b"\n" for r in records), suffix))
+
+
 def json_bytes(value) -> bytes:
   """`value` as JSON text (NaN and Infinity allowed, as Python writes them)."""
   return json.dumps(value, ensure_ascii=False).encode("utf-8")

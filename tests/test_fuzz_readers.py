@@ -14,7 +14,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from conftest import NLI, reviews
-from fuzzing import (compress, damaged_bytes, damaged_file, damaged_json, examples,
+from fuzzing import (compress, damaged_bytes, damaged_file, damaged_json, damaged_jsonl, examples,
                      json_bytes, read_or_input_error)
 from glomo_jax.config import ModelConfig
 from glomo_jax.data.corpus import CorpusSpec, load_documents
@@ -76,12 +76,7 @@ TASK_RECORDS = {"imdb": reviews(4, seed=0),
 @given(task=st.sampled_from(sorted(TASK_RECORDS)), suffix=SUFFIXES, data=st.data())
 def test_task_files(tmp_path, task, suffix, data):
   records = TASK_RECORDS[task]
-  if data.draw(st.booleans()):          # one field of the records wrong
-    wrong = data.draw(damaged_json(records))
-    lines = wrong if isinstance(wrong, list) else [wrong]
-    raw = compress(b"".join(json_bytes(r) + b"\n" for r in lines), suffix)
-  else:                                 # the file's bytes damaged
-    raw = data.draw(damaged_file(b"".join(json_bytes(r) + b"\n" for r in records), suffix))
+  raw = data.draw(damaged_jsonl(records, suffix))
   path = write(tmp_path / f"{task}.jsonl{suffix}", raw)
   split = read_or_input_error(lambda: read_split(task, "files", path), path)
   if split is not None:

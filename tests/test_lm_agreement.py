@@ -10,7 +10,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from conftest import random_variables, write_jsonl
-from fuzzing import compress, damaged_file, damaged_json, examples, json_bytes, read_or_input_error
+from fuzzing import damaged_jsonl, examples, read_or_input_error
 from glomo_jax.classification.lm_agreement import (FORM_PAIRS, agreement_scores,
                                                    read_probe_examples, verb_form_log_probs)
 from glomo_jax.classification.verb_number import SCORE_GROUPS
@@ -114,12 +114,7 @@ def test_fuzzed_probe_files(tmp_path, suffix, data):
   records = [{"words": "the keys to the cabinet are here".split(), "verb": 5, "label": "plural",
               "subject": 1, "attractors": 1},
              {"words": "the dog has a toy".split(), "verb": 2, "label": 0}]
-  if data.draw(st.booleans()):
-    wrong = data.draw(damaged_json(records))
-    raw = compress(b"".join(json_bytes(r) + b"\n" for r in
-                            (wrong if isinstance(wrong, list) else [wrong])), suffix)
-  else:
-    raw = data.draw(damaged_file(b"".join(json_bytes(r) + b"\n" for r in records), suffix))
+  raw = data.draw(damaged_jsonl(records, suffix))
   path = tmp_path / f"probe.jsonl{suffix}"
   path.write_bytes(raw)
   read = read_or_input_error(lambda: read_probe_examples(str(path)), str(path))

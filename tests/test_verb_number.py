@@ -14,7 +14,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from conftest import REPO
-from fuzzing import compress, damaged_file, damaged_json, examples, json_bytes, read_or_input_error
+from fuzzing import damaged_jsonl, examples, read_or_input_error
 
 sys.path.insert(0, REPO)
 
@@ -196,12 +196,7 @@ def test_reader_errors_for_missing_fields_and_empty_files(tmp_path):
 @given(suffix=st.sampled_from(["", ".gz", ".xz"]), data=st.data())
 def test_fuzzed_files(tmp_path, suffix, data):
   records = [KEYS, dict(KEYS, subject=4, attractors=0, label=1)]
-  if data.draw(st.booleans()):
-    wrong = data.draw(damaged_json(records))
-    raw = compress(b"".join(json_bytes(r) + b"\n" for r in
-                            (wrong if isinstance(wrong, list) else [wrong])), suffix)
-  else:
-    raw = data.draw(damaged_file(b"".join(json_bytes(r) + b"\n" for r in records), suffix))
+  raw = data.draw(damaged_jsonl(records, suffix))
   path = tmp_path / f"vn.jsonl{suffix}"
   path.write_bytes(raw)
   split = read_or_input_error(lambda: read_number_split(str(path), oracle="tree"), str(path))
