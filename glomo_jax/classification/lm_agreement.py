@@ -64,13 +64,14 @@ def verb_form_log_probs(model, variables, tokenizer, examples: Sequence[dict],
   Raises:
     ValueError: a verb form not in `FORM_PAIRS`.
   """
+  pieces = {form: form_pieces(tokenizer, form) for form in FORM_PAIRS}
   sequences = []                                   # (prefix pieces, form pieces), 2 an example
   for i, ex in enumerate(examples):
     form = ex["words"][ex["verb"]].lower()
     if form not in FORM_PAIRS:
       raise ValueError(f"example {i}: the verb {form!r} is not one of {sorted(FORM_PAIRS)}")
     prefix = tokenizer.encode(" ".join(ex["words"][:ex["verb"]]))
-    sequences += [(prefix, form_pieces(tokenizer, f)) for f in FORM_PAIRS[form]]
+    sequences += [(prefix, pieces[f]) for f in FORM_PAIRS[form]]
   log_probs = jax.jit(lambda v, t, m: model.apply(v, t, m,
                                                   method=type(model).next_token_log_probs))
   scores = np.zeros(len(sequences), np.float32)
@@ -126,7 +127,7 @@ def read_probe_examples(path: str, limit: int | None = None) -> list[dict]:
     except ValueError as e:
       raise InputError(path, str(e), line=number) from None
     out.append({"words": record["words"], "verb": record["verb"], "label": parsed["label"],
-                "subject": record["verb"] - parsed["distance"] if parsed["distance"] > 0 else -1,
+                "subject": record["subject"] if record.get("subject") is not None else -1,
                 "attractors": parsed["attractors"]})
     if limit is not None and len(out) >= limit:
       break
