@@ -82,6 +82,7 @@ def test_rule_labels_hand_made_sentences():
   assert label("There are two dogs .", 1) is None          # the subject follows
   assert label("Are the dogs here ?", 0) is None           # first word
   assert label("Why the dogs are here ?", 3) is None       # a question
+  assert label('He asked , " Why the dogs are here ? "', 7) is None   # a quoted one
   assert label("You are late .", 1) is None                # you: any number
   assert label("If it were true .", 2) is None             # subjunctive
   assert label("They will have left .", 2) is None         # not finite

@@ -7,8 +7,9 @@ number without a parse: is / was (singular), are / were (plural), and with
 honest by skipping the places where the form's number need not be its
 subject's:
 
-* the sentence's first word, and questions (a sentence ending in '?'):
-  inversion, the subject follows ("Are the dogs ...");
+* the sentence's first word, and questions (a sentence ending in '?',
+  closing quotes and brackets aside): inversion, the subject follows
+  ("Are the dogs ...");
 * after there / here and after words that invert (where, what, how, why,
   when, so, nor, neither, as, than): "there are two dogs", "as are the cats";
 * after you (plural form, any number) and, for were, after I / he / she / it
@@ -50,6 +51,7 @@ NUMBERS = {"Sing": 0, "Plur": 1}
 _ABBREVIATIONS = frozenset("mr mrs ms dr st jr sr prof gen col lt sgt rev vs etc no fig "
                            "inc ltd co corp jan feb mar apr jun jul aug sep sept oct nov dec "
                            "e.g i.e u.s u.k".split())
+_CLOSING = frozenset("\"”’')]")
 _SENTENCE_END = re.compile(r"(?<=[.!?])[\"”')\]]*\s+(?=[\"“(\[]?[A-Z0-9])")
 
 
@@ -59,7 +61,7 @@ def rule_label(words: Sequence[str], i: int, have_forms: bool = False) -> int | 
   docstring). words: the sentence's tokens (any case)."""
   forms = {**BE_FORMS, **HAVE_FORMS} if have_forms else BE_FORMS
   word = words[i].lower()
-  if word not in forms or i == 0 or words[-1] == "?":
+  if word not in forms or i == 0 or _is_question(words):
     return None
   before = words[i - 1].lower()
   if before in INVERTING or before == "you":
@@ -69,6 +71,15 @@ def rule_label(words: Sequence[str], i: int, have_forms: bool = False) -> int | 
   if word == "have" and before in NOT_FINITE_BEFORE_HAVE | {"i"}:
     return None
   return forms[word]
+
+
+def _is_question(words: Sequence[str]) -> bool:
+  """Whether the sentence's last token before closing quotes or brackets is
+  '?' ('Is it?', 'He asked "is it?"')."""
+  end = len(words)
+  while end and words[end - 1] in _CLOSING:
+    end -= 1
+  return end > 0 and words[end - 1] == "?"
 
 
 def split_sentences(text: str) -> Iterator[str]:
