@@ -153,13 +153,17 @@ class Pipeline:
                               start_new_session=True,
                               env=dict(os.environ, PYTHONUNBUFFERED="1", **(env or {})))
       cut = False
-      while proc.poll() is None:
-        if time.time() >= until and not cut:
-          os.killpg(proc.pid, signal.SIGTERM)
-          cut, until = True, time.time() + _GRACE
-        elif cut and time.time() >= until:
-          os.killpg(proc.pid, signal.SIGKILL)
-        time.sleep(1)
+      while True:       # waits for the end (noticed at once), else for `until`
+        try:
+          proc.wait(timeout=max(0.0, until - time.time()))
+          break
+        except subprocess.TimeoutExpired:
+          if not cut:
+            os.killpg(proc.pid, signal.SIGTERM)
+            cut, until = True, time.time() + _GRACE
+          else:
+            os.killpg(proc.pid, signal.SIGKILL)
+            until = time.time() + 1
       if sink is not out:
         sink.close()
     with open(log, encoding="utf-8") as f:

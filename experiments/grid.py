@@ -86,7 +86,7 @@ def run_commands(todo: list[tuple[list[str], str]], parallel: int, pin: bool = T
       proc = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT,
                               env=_pinned_env(core))
       running.append((proc, core, workdir, log))
-    time.sleep(2)
+    time.sleep(0.1)     # a finished run is noticed (and the next started) at once
     for item in list(running):
       proc, _, workdir, log = item
       if proc.poll() is None:

@@ -124,7 +124,10 @@ def test_cpu_tuning_is_opt_in():
 
 def test_demo_main_job_end_to_end(tmp_path):
   """`make demo` at tiny sizes: pretrain, export, heatmap, arc scores, and the
-  agreement transfer runs (baseline, uniform, GLoMo, the oracle) with their table."""
+  agreement transfer runs (baseline, uniform, GLoMo, the oracle: the built-in
+  task's splits, a test score, the predictor only where graphs are read) with
+  their table. (GLoMo with a predictor whose tokenizer never saw the task's
+  words: tests/test_classify_experiment.py.)"""
   workdir = tmp_path / "demo"
   out = subprocess.run(
       [sys.executable, "-m", "experiments.demo", "--config=experiments/configs/demo.py:tiny",
@@ -138,4 +141,7 @@ def test_demo_main_job_end_to_end(tmp_path):
     assert variant in table
     results = json.loads((workdir / "agreement" / variant / "results.json").read_text())
     assert results["task"] == "agreement" and 0 <= results["test"] <= 1
+    assert results["examples"] == {"train": 64, "validation": 32, "test": 32}
+    assert "note" not in results
+    assert (results["predictor"] is None) == (variant != "embeddings")
   assert "planted arcs (oracle)" in table and results["graph_source"] == "arcs"

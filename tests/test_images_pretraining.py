@@ -17,6 +17,7 @@ from glomo_jax.train.config import LoopOptions
 
 ONE = jax.devices()[:1]   # in-process runs on one device: cheaper compiles
 TWO = jax.devices()[:2]   # but the resumed run on a mesh of 2 (sharded checkpoints)
+#                           and the mock TFDS run (the same programs)
 
 
 def write_images(path, n=24, size=8):
@@ -97,8 +98,10 @@ def test_trains_on_mock_tfds_imagenet_resized(tmp_path):
   config = config_for("unused", images=ImageSource("tfds", "imagenet_resized/32x32",
                                                    "train", reader="data_source"),
                       steps=2, export=False)
+  # on the straight run's mesh of 2: its programs, from the suite's compilation
+  # cache (conftest), as only the source of the images differs
   with tfds.testing.mock_data(as_data_source_fn=lambda *a, **k: records):
-    summary = pretrain_images(config, str(tmp_path / "run"), devices=ONE)
+    summary = pretrain_images(config, str(tmp_path / "run"), devices=TWO)
   assert summary["step"] == 2 and np.isfinite(summary["eval"]["heldout"]["loss"])
 
 

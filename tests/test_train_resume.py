@@ -4,6 +4,7 @@ import gc
 import logging
 import os
 import re
+import shutil
 import signal
 import subprocess
 import sys
@@ -193,32 +194,50 @@ def test_stored_shapes_come_from_the_metadata_without_a_restore(tmp_path):
   fresh.close()
 
 
-def test_non_finite_loss_stops_the_run_and_keeps_the_last_good_checkpoint(tmp_path):
+def two_step_config():
+  """demo:tiny for 2 steps, a checkpoint after each, no evaluation or export."""
   sys.path.insert(0, REPO)
   from experiments.configs import demo  # noqa: PLC0415
   cfg = demo.get_config("tiny")
   cfg.loop.num_steps, cfg.loop.checkpoint_every, cfg.loop.eval_every, cfg.export = 2, 1, 100, False
   cfg.loop.log_every = 1
-  train_and_evaluate(PretrainConfig.from_dict(cfg.to_dict()), str(tmp_path), devices=ONE)
+  return cfg
+
+
+@pytest.fixture(scope="module")
+def two_step_run(tmp_path_factory):
+  """The workdir of a finished `two_step_config` run (checkpoints at steps 1
+  and 2), trained once for the tests below: each works on its own copy."""
+  workdir = tmp_path_factory.mktemp("two_steps") / "run"
+  train_and_evaluate(PretrainConfig.from_dict(two_step_config().to_dict()), str(workdir),
+                     devices=ONE)
+  return workdir
+
+
+def copy_of(workdir, tmp_path):
+  return shutil.copytree(workdir, tmp_path / "run")
+
+
+def test_non_finite_loss_stops_the_run_and_keeps_the_last_good_checkpoint(two_step_run,
+                                                                          tmp_path):
+  tmp_path = copy_of(two_step_run, tmp_path)
+  cfg = two_step_config()
   cfg.loop.num_steps, cfg.learning_rate = 4, float("inf")
   with pytest.raises(NonFiniteLossError, match=r"step 3.*last good checkpoint is step 2"):
     train_and_evaluate(PretrainConfig.from_dict(cfg.to_dict()), str(tmp_path), devices=ONE)
   assert sorted(int(d) for d in os.listdir(tmp_path / "checkpoints") if d.isdigit()) == [1, 2]
 
 
-def test_checkpoints_that_no_longer_fit_the_config_are_an_error_not_a_restart(tmp_path,
-                                                                             caplog):
-  sys.path.insert(0, REPO)
-  from experiments.configs import demo  # noqa: PLC0415
-  cfg = demo.get_config("tiny")
-  cfg.loop.num_steps, cfg.loop.checkpoint_every, cfg.loop.eval_every, cfg.export = 1, 1, 100, False
-  train_and_evaluate(PretrainConfig.from_dict(cfg.to_dict()), str(tmp_path), devices=ONE)
+def test_checkpoints_that_no_longer_fit_the_config_are_an_error_not_a_restart(two_step_run,
+                                                                             tmp_path, caplog):
+  tmp_path = copy_of(two_step_run, tmp_path)
+  cfg = two_step_config()
   cfg.model.dim, cfg.model.head_dim = 24, 6
   with caplog.at_level(logging.INFO, logger="glomo_jax.train"), pytest.raises(
       UnrestorableCheckpointError,
-      match=r"step 1 .*another model.*/mean is \(16,\) there and \(24,\) here"):
+      match=r"step 2 .*another model.*/mean is \(16,\) there and \(24,\) here"):
     train_and_evaluate(PretrainConfig.from_dict(cfg.to_dict()), str(tmp_path), devices=ONE)
-  assert os.listdir(tmp_path / "checkpoints") == ["1"]
+  assert sorted(os.listdir(tmp_path / "checkpoints")) == ["1", "2"]
   assert "compiled in" not in caplog.text         # named before anything compiles
 
 
@@ -256,13 +275,9 @@ def test_the_train_step_compiles_once_across_evaluations_and_saves(tmp_path, cap
 @pytest.mark.filterwarnings("ignore:coroutine .* was never awaited:RuntimeWarning",
                             "ignore::pytest.PytestUnraisableExceptionWarning")
 def test_a_finished_run_reruns_without_compiling_unless_its_newest_checkpoint_fails(
-    tmp_path, caplog):
-  sys.path.insert(0, REPO)
-  from experiments.configs import demo  # noqa: PLC0415
-  cfg = demo.get_config("tiny")
-  cfg.loop.num_steps, cfg.loop.checkpoint_every, cfg.loop.eval_every, cfg.export = 2, 1, 100, False
-  config = PretrainConfig.from_dict(cfg.to_dict())
-  train_and_evaluate(config, str(tmp_path), devices=ONE)
+    two_step_run, tmp_path, caplog):
+  tmp_path = copy_of(two_step_run, tmp_path)
+  config = PretrainConfig.from_dict(two_step_config().to_dict())
   with caplog.at_level(logging.INFO, logger="glomo_jax.train"):
     summary = train_and_evaluate(config, str(tmp_path), devices=ONE)
   assert summary["step"] == 2 and summary["first_step"] == 2
