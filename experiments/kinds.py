@@ -13,6 +13,7 @@ from __future__ import annotations
 import dataclasses
 import glob
 import importlib
+import importlib.util
 import os
 from typing import Callable
 
@@ -85,6 +86,25 @@ def config_kinds() -> dict[str, str]:
                        f"one of {sorted(KINDS)} is needed")
     out[name] = kind
   return out
+
+
+def kind_of_file(path: str) -> str:
+  """The RUN_KIND a config file states (any path; a ':preset' suffix is
+  ignored).
+
+  Raises:
+    ValueError: it states none, or one that is not in KINDS.
+  """
+  path = path.split(":", 1)[0]
+  spec = importlib.util.spec_from_file_location("_config_file", path)
+  if spec is None or spec.loader is None:
+    raise ValueError(f"{path}: not a Python config file")
+  module = importlib.util.module_from_spec(spec)
+  spec.loader.exec_module(module)
+  kind = getattr(module, "RUN_KIND", None)
+  if kind not in KINDS:
+    raise ValueError(f"{path} states RUN_KIND = {kind!r}; one of {sorted(KINDS)} is needed")
+  return kind
 
 
 def configs_of(kind: str) -> list[str]:

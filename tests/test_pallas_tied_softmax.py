@@ -98,3 +98,28 @@ def test_no_logits_sized_array_in_the_compiled_program():
   hlo = f.lower(jnp.ones((n, d)), jnp.ones((v, d))).compile().as_text()
   assert f"f32[{n},{v}]" not in hlo and f"f32[{rows},{v}]" not in hlo
   assert f"f32[{rows},{cols}]" in hlo       # one logits tile at a time
+
+
+@pytest.mark.parametrize("form", ["gpu", "tpu"])
+def test_table_rows_split_over_fsdp_equal_the_formula(form):
+  # data 2 × fsdp 4: each device scores its group's 2 × 8 rows against its
+  # quarter of the table (36 rows: 3 tiles of 16, the last cut), the group
+  # combines the log-sum-exp; two row groups as GLoMo's directions
+  from jax.sharding import NamedSharding, PartitionSpec as P  # noqa: PLC0415
+  from glomo_jax.train import make_mesh  # noqa: PLC0415
+  k = jax.random.split(jax.random.PRNGKey(4), 4)
+  n, v, d = 64, 144, 12
+  hidden = jax.random.normal(k[0], (n, d))
+  table = jax.random.normal(k[1], (v, d))
+  targets = jax.random.randint(k[2], (n,), 0, v)
+  weights = jax.random.uniform(k[3], (n,)) * (jnp.arange(n) % 5 != 0)
+  mesh = make_mesh(2, 4, jax.devices()[:8])
+  table = jax.device_put(table, NamedSharding(mesh, P("fsdp", None)))
+  with jax.set_mesh(mesh):
+    got = value_and_grads(lambda *a: fused_tied_softmax_cross_entropy(
+        *a, form=form, block_rows=8, block_vocab=16, row_groups=2), hidden, table, targets,
+        weights)
+    text = jax.jit(lambda t: fused_tied_softmax_cross_entropy(
+        hidden, t, targets, weights, form=form, row_groups=2)[0]).lower(table).as_text()
+  assert "all-gather" in text or "all_gather" in text     # the rows, not the table
+  assert_close(got, value_and_grads(plain, hidden, table, targets, weights), 2e-6)

@@ -94,6 +94,7 @@ class PixelPretrainingTask(Task):
   rng_streams = ("sample", "dropout")
   eval_splits = (HELDOUT,)
   log_metrics = ("loss", "loss_fw", "loss_bw")
+  batch_flag = "--config.batch_size"
 
   def __init__(self, config: ImagePretrainConfig):
     self.config = config

@@ -35,18 +35,16 @@ from typing import Any
 
 import jax
 import jax.numpy as jnp
-import numpy as np
 
 from glomo_jax import tuning
 from glomo_jax.train.checkpoint import Checkpointer, UnrestorableCheckpointError
 from glomo_jax.train.config import LoopConfig
 from glomo_jax.train.metrics import MetricWriter, Progress, format_eta
 from glomo_jax.train.preemption import Preemption
-from glomo_jax.train.programs import Program, batch_spec, global_batch, signature
+from glomo_jax.train.programs import RunPrograms, global_batch
 from glomo_jax.train.record import Record
-from glomo_jax.train.sharding import make_mesh, replicated, state_shardings
-from glomo_jax.train.step import (accumulating_step, init_state, jitted_train_step,
-                                  metric_shapes, state_creator)
+from glomo_jax.train.sharding import make_mesh
+from glomo_jax.train.step import init_state
 from glomo_jax.train.task import RunContext, Task
 from glomo_jax.train.workdir import hold_workdir
 
@@ -96,28 +94,15 @@ class _Loop:
     logger.info("process %d of %d, %d local / %d global devices (%s); CPU tuning %s",
                 jax.process_index(), jax.process_count(), jax.local_device_count(),
                 jax.device_count(), jax.devices()[0].platform, tuning.describe())
-    # Mesh and state shapes --------------------------------------------------------
+    # Mesh, state shapes and programs (`RunPrograms`: what a compile-only check compiles)
     self.mesh = mesh
     self.platform = self.mesh.devices.flat[0].platform
-    self.tx = task.optimizer()
-    self._create = state_creator(task, self.tx)   # traced once: shapes, init
-    abstract = jax.eval_shape(self._create, jax.random.PRNGKey(config.seed))
-    self.state_sh = state_shardings(self.mesh, abstract)
-    self.abstract = jax.tree_util.tree_map(
-        lambda x, s: jax.ShapeDtypeStruct(x.shape, x.dtype, sharding=s), abstract, self.state_sh)
-    n_params = sum(int(np.prod(x.shape)) for x in jax.tree_util.tree_leaves(abstract.params))
-    logger.info("model: %s parameters; mesh %s", f"{n_params:,}", dict(self.mesh.shape))
-    # Programs, checkpoints, writer ------------------------------------------------
-    fast = config.compile_fast
-    carry_sh = (self.state_sh, replicated(self.mesh))      # (state, metric sums)
-    self._step = jitted_train_step(task, self.tx)   # traced once: metric shapes, program
-    self.train_prog = Program("train step", functools.partial(accumulating_step, self._step),
-                              self.mesh, carry_sh, carry_sh, donate=True, fast=fast)
-    self._metric_shapes: dict[tuple, Any] = {}
-    self.variables_sh = {"params": self.state_sh.params,
-                         "batch_stats": self.state_sh.batch_stats}
-    self.eval_prog = Program("eval step", task.eval_step, self.mesh, self.variables_sh,
-                             replicated(self.mesh), fast=fast)
+    self.programs = RunPrograms(task, mesh, fast=config.compile_fast)
+    self.tx, self._create = self.programs.tx, self.programs.create
+    self.state_sh, self.abstract = self.programs.state_sh, self.programs.abstract
+    logger.info("model: %s parameters; mesh %s", f"{self.programs.num_params:,}",
+                dict(self.mesh.shape))
+    self.train_prog, self.eval_prog = self.programs.train, self.programs.eval
     self.ckpt = Checkpointer(os.path.join(workdir, "checkpoints"),
                              keep=config.keep_checkpoints, save_every=config.checkpoint_every)
     # Best variables: every improvement is saved (synchronously: a checkpoint
@@ -139,8 +124,7 @@ class _Loop:
     spec = task.batch_spec()
     if spec is not None and max(self.ckpt.steps(), default=0) < cfg.num_steps:
       # before the state exists: the compile's working set on the smallest heap
-      spec = batch_spec(spec, self.mesh)
-      self.train_prog.compile((self.abstract, self._zero_sums(spec, abstract=True)), spec)
+      self.programs.compile_train(spec)
       tuning.release_free_memory()
     batches = task.train_batches()
     state = self._restore_or_init(batches)
@@ -156,7 +140,7 @@ class _Loop:
     for step in steps:
       batch, data_state = pending or self._next_batch(batches)
       if sums is None:
-        sums = self._zero_sums(batch)
+        sums = self.programs.zero_sums(batch)
       with jax.profiler.StepTraceAnnotation("train", step_num=step):
         state, sums = self.train_prog((state, sums), batch)
       count += 1
@@ -215,20 +199,6 @@ class _Loop:
     """The next host batch on the mesh, and the data position after it."""
     host = next(batches)
     return global_batch(host, self.mesh), copy.deepcopy(batches.state())
-
-  def _zero_sums(self, batch: dict, abstract: bool = False):
-    """Zeros (or their shapes, `abstract`) of the train metrics of `batch`'s
-    signature, replicated on the mesh: the sums at the start of an interval."""
-    key = signature(batch)
-    if key not in self._metric_shapes:
-      self._metric_shapes[key] = metric_shapes(self._step, self.abstract, batch)
-    sharding = replicated(self.mesh)
-    if abstract:
-      return jax.tree_util.tree_map(
-          lambda s: jax.ShapeDtypeStruct(s.shape, s.dtype, sharding=sharding),
-          self._metric_shapes[key])
-    return jax.tree_util.tree_map(lambda s: jax.device_put(np.zeros(s.shape, s.dtype), sharding),
-                                  self._metric_shapes[key])
 
   # ---- state ---------------------------------------------------------------------
   def _save(self, step: int, state, data_state) -> None:

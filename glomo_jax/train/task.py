@@ -49,12 +49,15 @@ class Task(abc.ABC):
     unit_name: what `tokens_per_batch` counts ('tokens', 'pixels').
     log_metrics: the train and evaluation metrics shown on the console (None:
       all); TensorBoard gets every one.
+    batch_flag: the flag of the global batch size, named when a program does
+      not fit the devices' memory (`glomo_jax.train.memory`).
   """
   rng_streams: tuple[str, ...] = ("dropout",)
   eval_splits: tuple[str, ...] = ()
   tokens_per_batch: int = 0
   unit_name: str = "tokens"
   log_metrics: tuple[str, ...] | None = None
+  batch_flag: str = "--config.optim.batch_size"
 
   # ---- model ------------------------------------------------------------------
   @abc.abstractmethod

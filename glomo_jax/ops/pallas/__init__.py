@@ -113,19 +113,28 @@ def batch_axes(rows: int) -> tuple[str, ...] | None:
   return tuple(mesh.axis_names)
 
 
-def per_shard(fn: Callable, batched: tuple[int | None, ...], out_batched, rows: int, *args):
+def per_shard(fn: Callable, batched: tuple, out_batched, rows: int, *args):
   """`fn(*args)` on each device's rows (`batch_axes(rows)`), or once.
 
   batched: per argument, the axis split over the mesh (None: replicated; a
-    None argument stays None); out_batched: the split axis of the output, or
-    a tuple of them for a tuple of outputs (every output is split: a sum
-    over the rows returns each shard's sum, [1], summed by the caller).
-  A replicated argument's gradient is the sum over the devices.
+    None argument stays None), or (axis, mesh axis name): split over that
+    mesh axis only (e.g. a table's rows over 'fsdp'; `fn` sees its share
+    and may use the axis name in collectives); out_batched: the split axis
+    of the output, or a tuple of them for a tuple of outputs (every output
+    is split: a sum over the rows returns each shard's sum, [1], summed by
+    the caller). An argument's gradient is summed over the mesh axes it is
+    not split over.
   """
   axes = batch_axes(rows)
   if axes is None:
     return fn(*args)
-  spec = lambda axis: P() if axis is None else P(*([None] * axis), axes)
+
+  def spec(entry):
+    if entry is None:
+      return P()
+    axis, names = entry if isinstance(entry, tuple) else (entry, axes)
+    return P(*([None] * axis), names)
+
   present = [i for i, a in enumerate(args) if a is not None]
 
   def local(*xs):
@@ -138,6 +147,12 @@ def per_shard(fn: Callable, batched: tuple[int | None, ...], out_batched, rows: 
                        out_specs=(tuple(spec(a) for a in out_batched)
                                   if isinstance(out_batched, tuple) else spec(out_batched)),
                        check_vma=False)(*(args[i] for i in present))
+
+
+def axis_size(name: str) -> int:
+  """Devices along mesh axis `name` of the context mesh (1 without it)."""
+  mesh = _mesh()
+  return 1 if mesh is None or name not in mesh.axis_names else mesh.shape[name]
 
 
 def check_triton_widths(mode: KernelMode, **widths: int) -> None:

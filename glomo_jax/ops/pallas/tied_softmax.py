@@ -38,12 +38,13 @@ import functools
 
 import jax
 import jax.numpy as jnp
+import numpy as np
 from jax import lax
 from jax.experimental import pallas as pl
 
 from glomo_jax.ops.chunked_cross_entropy import check_shapes
-from glomo_jax.ops.pallas import (KernelMode, check_triton_widths, kernel_mode, per_shard,
-                                  round_up)
+from glomo_jax.ops.pallas import (KernelMode, axis_size, batch_axes, check_triton_widths,
+                                  kernel_mode, per_shard, round_up)
 
 # (block_rows, block_vocab) per form: Triton needs powers of two, and the
 # rows kernel keeps a [block_rows, d] float32 accumulator per block; Mosaic
@@ -56,12 +57,15 @@ GPU_MIN_BLOCKS = 256
 
 @dataclasses.dataclass(frozen=True)
 class Plan:
-  """Static shape of a call: block sizes, V splits and the kernel mode."""
+  """Static shape of a call: block sizes, V splits, the kernel mode, the
+  mesh axis splitting the table (None: whole) and the device's own rows."""
   block_rows: int
   block_vocab: int
   vocab_splits: int
   tiles_per_split: int
   mode: KernelMode
+  axis: str | None = None
+  own_rows: int = 0
 
 
 def fused_tied_softmax_cross_entropy(hidden: jax.Array, table: jax.Array,
@@ -71,6 +75,7 @@ def fused_tied_softmax_cross_entropy(hidden: jax.Array, table: jax.Array,
                                      block_vocab: int | None = None,
                                      vocab_splits: int | None = None,
                                      row_groups: int = 1,
+                                     vocab_axis: str | None = "fsdp",
                                      form: str | None = None,
                                      interpret: bool | None = None):
   """Weighted sum of cross-entropies of ``softmax(hidden @ table.T)``.
@@ -86,8 +91,16 @@ def fused_tied_softmax_cross_entropy(hidden: jax.Array, table: jax.Array,
       TPU, else enough for `GPU_MIN_BLOCKS` blocks).
     row_groups: G, the rows are G groups of N / G rows, each in the order of
       the batch (GLoMo: the forward rows, then the backward ones): under a
-      mesh each device takes its share of every group (`ops.pallas.per_shard`;
-      the table is gathered, its gradient summed over the devices).
+      mesh each device takes its share of every group (`ops.pallas.per_shard`).
+    vocab_axis: under a mesh with this axis (the training loop's 'fsdp', which
+      splits the table's rows as its parameters are split) of several devices
+      dividing V, each device keeps its V / S rows of the table and its
+      gradient: the S devices of a group gather each other's rows (hidden,
+      targets, weights: small), score them against their own rows of the
+      table, combine the log-sum-exp over the group, and the gradient of
+      their hidden rows is summed back to the owners. No device holds the
+      whole table or its gradient. Otherwise the table enters every device
+      whole and its gradient is summed over the devices.
     form, interpret: `ops.pallas.kernel_mode`.
 
   Returns:
@@ -102,40 +115,56 @@ def fused_tied_softmax_cross_entropy(hidden: jax.Array, table: jax.Array,
   n = hidden.shape[0]
   if n % row_groups:
     raise ValueError(f"{n} rows do not make {row_groups} groups")
-  local = functools.partial(_local_ce, mode, (block_rows, block_vocab, vocab_splits))
+  axes = batch_axes(n // row_groups)
+  shards = axis_size(vocab_axis) if axes and vocab_axis in axes else 1
+  split = shards > 1 and table.shape[0] % shards == 0
+  local = functools.partial(_local_ce, mode, (block_rows, block_vocab, vocab_splits),
+                            (vocab_axis, shards) if split else None)
   group = lambda x: x.reshape((row_groups, n // row_groups) + x.shape[1:])
-  loss, ce = per_shard(local, (1, None, 1, 1), (0, 1), n // row_groups,
-                       group(hidden), table, group(targets), group(weights))
+  loss, ce = per_shard(local, (1, (0, vocab_axis) if split else None, 1, 1), (0, 1),
+                       n // row_groups, group(hidden), table, group(targets), group(weights))
   return jnp.sum(loss), jax.lax.stop_gradient(ce.reshape(n))
 
 
-def _local_ce(mode, blocks, hidden, table, targets, weights):
-  """One device's rows: hidden [G, n, d], targets, weights [G, n] ->
-  (loss [1], ce [G, n])."""
+def _local_ce(mode, blocks, vocab_shards, hidden, table, targets, weights):
+  """One device's rows: hidden [G, n, d], targets, weights [G, n] and its
+  table [V_local, d] -> (loss [1], ce [G, n]); vocab_shards: (mesh axis, S)
+  when the table's rows are split S ways over that axis (the devices of the
+  axis score each other's rows), else None."""
   shape = targets.shape
-  hidden = hidden.reshape(-1, hidden.shape[-1])
-  targets, weights = targets.reshape(-1), weights.reshape(-1)
+  own = targets.size
+  axis = vocab_shards[0] if vocab_shards else None
+  if axis:              # the group's rows: [S, G, n] in device order, flattened
+    gather = lambda x: lax.all_gather(x, axis).reshape((-1,) + x.shape[2:])
+    index = lax.axis_index(axis)
+    offset = index * table.shape[0]
+  else:
+    gather = lambda x: x.reshape((-1,) + x.shape[2:])
+    index = offset = 0
+  acc = functools.reduce(jnp.promote_types, [hidden.dtype, table.dtype], jnp.float32)
+  w_own = weights.reshape(-1).astype(acc)
+  hidden, targets = gather(hidden), gather(targets).astype(jnp.int32) - offset
+  targets = jnp.where((targets >= 0) & (targets < table.shape[0]), targets, -1)  # -1: elsewhere
+  w_all = lax.stop_gradient(gather(weights)).astype(acc)
   block_rows, block_vocab, vocab_splits = blocks
   rows, vocab = DEFAULT_BLOCKS[mode.form]
   # no larger than the arrays (Triton: a power of two; Mosaic: a multiple of 8)
   fit = pl.next_power_of_2 if mode.form == "gpu" else (lambda k: round_up(k, 8))
   block_rows = min(block_rows or rows, fit(hidden.shape[0]))
   block_vocab = min(block_vocab or vocab, fit(table.shape[0]))
-  n = hidden.shape[0]
-  pad = (-n) % block_rows
-  acc = functools.reduce(jnp.promote_types, [hidden.dtype, table.dtype], jnp.float32)
+  pad = (-hidden.shape[0]) % block_rows
   if pad:
     hidden = jnp.pad(hidden, ((0, pad), (0, 0)))
     targets = jnp.pad(targets, (0, pad))
-    weights = jnp.pad(weights, (0, pad))
+    w_all = jnp.pad(w_all, (0, pad))
   tiles = -(-table.shape[0] // block_vocab)
   if vocab_splits is None:
     row_blocks = hidden.shape[0] // block_rows
     vocab_splits = 1 if mode.form == "tpu" else -(-GPU_MIN_BLOCKS // row_blocks)
   per_split = -(-tiles // max(1, min(vocab_splits, tiles)))
-  plan = Plan(block_rows, block_vocab, -(-tiles // per_split), per_split, mode)
-  loss, ce = _fused_ce(plan, hidden, table, targets.astype(jnp.int32), weights.astype(acc))
-  return loss[None], ce[:n].reshape(shape)
+  plan = Plan(block_rows, block_vocab, -(-tiles // per_split), per_split, mode, axis, own)
+  loss, ce = _fused_ce(plan, hidden, table, targets, w_all, w_own, index)
+  return loss[None], ce.reshape(shape)
 
 
 # ---- tile math shared by both forms ---------------------------------------------------
@@ -149,9 +178,12 @@ def _rows_tile(h, e, y, start, vocab, carry, acc):
   y int [bn, 1]; carry: running max m, sum l, target logit t (each [bn, 1])
   and u [bn, d] (None without the gradient)."""
   m, l, t, u = carry
+  # V in whole tiles: the last tile's rows past V are padding (zeros) or, on
+  # a TPU, whatever the block read beyond the table (any bits): masked
+  e = jnp.where(start + lax.broadcasted_iota(jnp.int32, (e.shape[0], 1), 0) < vocab, e, 0)
   s = _logits(h, e, acc)
   cols = start + lax.broadcasted_iota(jnp.int32, s.shape, 1)
-  s = jnp.where(cols < vocab, s, -jnp.inf)       # V padded to whole tiles
+  s = jnp.where(cols < vocab, s, -jnp.inf)
   t = t + jnp.sum(jnp.where(cols == y, s, 0.0), axis=1, keepdims=True)
   m_new = jnp.maximum(m, jnp.max(s, axis=1, keepdims=True))
   rescale = jnp.exp(m - m_new)
@@ -253,11 +285,13 @@ def _vocab_gpu(plan, hidden, table, targets, weights, lse, acc):
 
 # ---- the custom VJP ------------------------------------------------------------------
 def _rows(plan, hidden, table, targets, with_grad, acc):
-  """lse [N], target logits [N] and (with_grad) Σ_v softmax_nv E_v [N, d]."""
+  """lse [N], target logits [N] and (with_grad) Σ_v softmax_nv E_v [N, d] of
+  this device's table rows. The TPU form reads the table as it is (the last
+  V tile reads past it, masked); Triton's, padded to whole tiles."""
   vocab = table.shape[0]
-  table = jnp.pad(table, ((0, plan.vocab_splits * plan.tiles_per_split * plan.block_vocab
-                           - vocab), (0, 0)))
   if plan.mode.form == "gpu":
+    table = jnp.pad(table, ((0, plan.vocab_splits * plan.tiles_per_split * plan.block_vocab
+                             - vocab), (0, 0)))
     out = _rows_gpu(plan, hidden, table, targets, with_grad, vocab, acc)
   else:
     from glomo_jax.ops.pallas.tied_softmax_tpu import rows_tpu  # noqa: PLC0415
@@ -275,40 +309,65 @@ def _rows(plan, hidden, table, targets, with_grad, acc):
 
 
 def _vocab(plan, hidden, table, targets, weights, lse, acc):
-  """dL/dE [V, d] in `acc`."""
+  """dL/dE [V, d] in `acc` of this device's table rows."""
   vocab = table.shape[0]
-  table = jnp.pad(table, ((0, round_up(vocab, plan.block_vocab) - vocab), (0, 0)))
   if plan.mode.form == "gpu":
-    de = _vocab_gpu(plan, hidden, table, targets, weights, lse, acc)
-  else:
-    from glomo_jax.ops.pallas.tied_softmax_tpu import vocab_tpu  # noqa: PLC0415
-    de = vocab_tpu(plan, hidden, table, targets, weights, lse, acc, _vocab_tile)
-  return de[:vocab]
+    table = jnp.pad(table, ((0, round_up(vocab, plan.block_vocab) - vocab), (0, 0)))
+    return _vocab_gpu(plan, hidden, table, targets, weights, lse, acc)[:vocab]
+  from glomo_jax.ops.pallas.tied_softmax_tpu import vocab_tpu  # noqa: PLC0415
+  return vocab_tpu(plan, hidden, table, targets, weights, lse, acc, _vocab_tile)
+
+
+def _combine(plan, lse, t):
+  """The group's log-sum-exp and target logits from each device's over its
+  table rows (`plan.axis`), and each device's share exp(lse_local − lse)."""
+  if plan.axis is None:
+    return lse, t, None
+  top = lax.pmax(lse, plan.axis)
+  share = jnp.exp(lse - top)
+  total = lax.psum(share, plan.axis)
+  return top + jnp.log(total), lax.psum(t, plan.axis), share / total
+
+
+def _own(plan, x, index):
+  """This device's rows of the group's (the first own_rows without a split)."""
+  return lax.dynamic_slice_in_dim(x, index * plan.own_rows, plan.own_rows)
 
 
 @functools.partial(jax.custom_vjp, nondiff_argnums=(0,))
-def _fused_ce(plan, hidden, table, targets, weights):
-  lse, t, _ = _rows(plan, hidden, table, targets, False, weights.dtype)
-  ce = lse - t
-  return jnp.sum(weights * ce), ce.astype(jnp.float32)
+def _fused_ce(plan, hidden, table, targets, w_all, w_own, index):
+  """(Σ own w · CE, own CE): hidden [N, d], targets (table-row ids) and w_all
+  [N] are the group's rows, w_own [n] and the loss the device's own."""
+  lse, t = _combine(plan, *_rows(plan, hidden, table, targets, False, w_all.dtype)[:2])[:2]
+  ce = _own(plan, lse - t, index)
+  return jnp.sum(w_own * ce), ce.astype(jnp.float32)
 
 
-def _fused_ce_fwd(plan, hidden, table, targets, weights):
-  acc = weights.dtype
+def _fused_ce_fwd(plan, hidden, table, targets, w_all, w_own, index):
+  acc = w_all.dtype
   lse, t, soft = _rows(plan, hidden, table, targets, True, acc)
-  ce = lse - t
-  w = weights[:, None]
-  dh = (w * (soft - table[targets].astype(acc))).astype(hidden.dtype)
-  dtable = _vocab(plan, hidden, table, targets, weights, lse, acc).astype(table.dtype)
-  return (jnp.sum(weights * ce), ce.astype(jnp.float32)), (dh, dtable, ce)
+  lse, t, share = _combine(plan, lse, t)
+  if share is not None:
+    soft = share[:, None] * soft
+  ce = _own(plan, lse - t, index)
+  e_y = jnp.where(targets[:, None] >= 0, table[jnp.maximum(targets, 0)], 0)  # y's row here
+  # this device's part of each group row's gradient; the gather's transpose
+  # sums the parts of a row on its owner
+  dh = (w_all[:, None] * (soft - e_y.astype(acc))).astype(hidden.dtype)
+  dtable = _vocab(plan, hidden, table, targets, w_all, lse, acc).astype(table.dtype)
+  return (jnp.sum(w_own * ce), ce.astype(jnp.float32)), (dh, dtable, ce, index)
 
 
 def _fused_ce_bwd(plan, res, cotangents):
+  # every device's loss enters the caller's sum (`fused_tied_softmax_cross_entropy`),
+  # so each has the same cotangent: the parts of a row from other devices
+  # are scaled by this device's
   del plan
-  dh, dtable, ce = res
+  dh, dtable, ce, index = res
   g_loss, _ = cotangents  # ce is returned with its gradient stopped
   return (g_loss.astype(dh.dtype) * dh, g_loss.astype(dtable.dtype) * dtable, None,
-          g_loss.astype(ce.dtype) * ce)
+          jnp.zeros(dh.shape[:1], ce.dtype), g_loss.astype(ce.dtype) * ce,
+          np.zeros(np.shape(index), jax.dtypes.float0))
 
 
 _fused_ce.defvjp(_fused_ce_fwd, _fused_ce_bwd)

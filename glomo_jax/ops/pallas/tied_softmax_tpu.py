@@ -86,13 +86,14 @@ def _vocab_kernel(e_ref, h_ref, y_ref, w_ref, lse_ref, de_ref, acc_ref, *, plan,
 
 
 def vocab_tpu(plan, hidden, table, targets, weights, lse, acc, vocab_tile):
-  """The vocab kernel: dL/dE [V_padded, d] in `acc`."""
+  """The vocab kernel: dL/dE [V, d] in `acc` (the last V tile is cut: its
+  rows past V are not written)."""
   n, d = hidden.shape
   br, bv = plan.block_rows, plan.block_vocab
   col = lambda: pl.BlockSpec((br, 1), lambda j, i: (i, 0))
   return pl.pallas_call(
       functools.partial(_vocab_kernel, plan=plan, acc=acc, vocab_tile=vocab_tile),
-      grid=(table.shape[0] // bv, n // br),
+      grid=(pl.cdiv(table.shape[0], bv), n // br),
       in_specs=[pl.BlockSpec((bv, d), lambda j, i: (j, 0)),
                 pl.BlockSpec((br, d), lambda j, i: (i, 0)), col(), col(), col()],
       out_specs=pl.BlockSpec((bv, d), lambda j, i: (j, 0)),

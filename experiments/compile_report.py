@@ -1,0 +1,179 @@
+"""The compile check of `experiments.tpu_compile`: a run's programs compiled
+for a slice's devices by the loop's own `RunPrograms`, their per-device
+bytes, and the search for the largest batch that fits."""
+from __future__ import annotations
+
+import dataclasses
+import re
+import time
+from typing import Callable
+
+import jax
+
+from experiments import compile_targets
+from glomo_jax.train.memory import GiB, ProgramDoesNotFitError, ProgramMemory
+from glomo_jax.train.programs import RunPrograms
+from glomo_jax.train.sharding import batch_sharding, make_mesh, replicated
+
+MiB = 2 ** 20
+_MOSAIC = re.compile(r'%([A-Za-z_]\w*?)(?:\.\d+)? = [^\n]*custom_call_target="tpu_custom_call"')
+
+
+def mosaic_calls(hlo_text: str) -> dict[str, int]:
+  """{kernel: calls} of the Pallas (Mosaic) kernels in a compiled module's text."""
+  names = _MOSAIC.findall(hlo_text)
+  return {n: names.count(n) for n in sorted(set(names))}
+
+
+def batch_field(kind: str) -> str:
+  """The config field of a kind's global batch size."""
+  return "batch_size" if kind in ("pretrain", "pretrain_images") else "optim.batch_size"
+
+
+def with_batch(config, kind: str, batch: int):
+  """`config` with its global batch set to `batch`."""
+  if batch_field(kind) == "batch_size":
+    return dataclasses.replace(config, batch_size=batch)
+  return dataclasses.replace(config, optim=dataclasses.replace(config.optim, batch_size=batch))
+
+
+def batch_of(config, kind: str) -> int:
+  return config.batch_size if batch_field(kind) == "batch_size" else config.optim.batch_size
+
+
+class Checker:
+  """Compiles run kind `kind`'s programs for `devices` (a `tpu_slices.Slice`'s).
+
+  Attributes:
+    hbm: bytes a program may use per device: `limit`, else the chip's HBM.
+  """
+
+  def __init__(self, kind: str, tpu, devices, sizes=compile_targets.Sizes(),
+               limit: int | None = None):
+    self.kind, self.tpu, self.devices, self.sizes = kind, tpu, devices, sizes
+    self.hbm = limit or tpu.generation.hbm_gib * GiB
+
+  def _setup(self, config):
+    loop = config.loop
+    mesh = make_mesh(loop.mesh_data, loop.mesh_fsdp, self.devices)
+    with jax.set_mesh(mesh):
+      target = compile_targets.target(self.kind, config, self.sizes)
+      programs = RunPrograms(target.task, mesh)
+    return mesh, target, programs
+
+  def _row(self, name: str, target, mesh, compile_fn: Callable) -> dict:
+    t0, c0 = time.perf_counter(), time.process_time()
+    with jax.set_mesh(mesh):
+      compiled = compile_fn()
+    seconds, cpu_seconds = time.perf_counter() - t0, time.process_time() - c0
+    memory = ProgramMemory.of(compiled)
+    if memory.total > self.hbm:
+      raise ProgramDoesNotFitError(
+          f"the {name} does not fit on {self.tpu.describe()}: it needs "
+          f"{memory.total / GiB:.2f} GiB per device, the limit is {self.hbm / GiB:.2f} GiB; "
+          f"lower the batch (--config.{batch_field(self.kind)}), split the state "
+          "(--config.loop.mesh_fsdp=N) or change the kernels", memory.total, self.hbm)
+    cost = compiled.cost_analysis() or {}
+    if isinstance(cost, list):
+      cost = cost[0] if cost else {}
+    return {"program": name, "seconds": seconds, "cpu_seconds": cpu_seconds,
+            "memory": memory.to_dict(),
+            "mosaic_calls": mosaic_calls(compiled.as_text()),
+            "flops": float(cost.get("flops", 0.0)), "assumed": target.assumed,
+            "target": target.name}
+
+  def compile_all(self, config, which=("train", "eval", "predict")) -> list[dict]:
+    """A row per program of `which` (`_row`): train step, eval step, the
+    export's predict (kinds that export a predictor)."""
+    mesh, target, programs = self._setup(config)
+    rows = []
+    if "train" in which:
+      rows.append(self._row("train step", target, mesh,
+                            lambda: programs.compile_train(target.train)))
+    if "eval" in which:
+      rows.append(self._row("eval step", target, mesh,
+                            lambda: programs.compile_eval(target.eval)))
+    if "predict" in which and target.predict is not None:
+      rows.append(self._row("export's predict", target, mesh,
+                            lambda: compile_predict(target, mesh)))
+    return rows
+
+  def fits(self, config) -> tuple[bool, int | None]:
+    """(whether the train step fits, its bytes or the compiler's count)."""
+    try:
+      row = self.compile_all(config, ("train",))[0]
+    except ProgramDoesNotFitError as e:
+      return False, e.needed
+    return True, row["memory"]["total"]
+
+  def find_batch(self, config, max_batch: int = 1 << 16, log: Callable = print) -> dict:
+    """The largest global batch (a multiple of the device count, at most
+    `max_batch`) whose train step fits: doubling from the smallest, then
+    bisecting. Returns {'batch', 'bytes', 'next', 'next_bytes', 'tries'}."""
+    step = len(self.devices)
+    start = max(step, batch_of(config, self.kind) // step * step)
+    tries = []
+
+    def probe(batch: int) -> bool:
+      ok, used = self.fits(with_batch(config, self.kind, batch))
+      tries.append({"batch": batch, "fits": ok, "bytes": used})
+      log(f"  batch {batch:6d}: {'fits' if ok else 'does not fit'}"
+          + (f" ({used / GiB:.2f} GiB)" if used else ""))
+      return ok
+
+    if not probe(start):
+      if start == step:
+        return {"batch": None, "tries": tries}
+      good, bad = 0, start
+    else:
+      good, bad = start, None
+      while bad is None and good * 2 <= max_batch:
+        if probe(good * 2):
+          good *= 2
+        else:
+          bad = good * 2
+      if bad is None:
+        return _result(good, None, tries)
+    lo, hi = max(good, step) if good else 0, bad
+    while hi - lo > step:
+      mid = (lo + hi) // 2 // step * step
+      if mid <= lo:
+        break
+      lo, hi = (mid, hi) if probe(mid) else (lo, mid)
+    return _result(lo or None, hi, tries)
+
+
+def _result(good, bad, tries) -> dict:
+  found = {t["batch"]: t["bytes"] for t in tries}
+  return {"batch": good, "bytes": found.get(good), "next": bad, "next_bytes": found.get(bad),
+          "tries": tries}
+
+
+def compile_predict(target, mesh):
+  """The export's predict jitted as a user's program runs it: the variables
+  replicated, the batch split over the mesh."""
+  variables, *batch = target.predict_args
+  in_sh = (jax.tree_util.tree_map(lambda _: replicated(mesh), variables),
+           *[batch_sharding(mesh, len(b.shape)) for b in batch])
+  out_rank = 5
+  jitted = jax.jit(target.predict, in_shardings=in_sh,
+                   out_shardings=batch_sharding(mesh, out_rank))
+  return jitted.lower(variables, *batch).compile()
+
+
+def table(rows: list[dict], hbm: int) -> str:
+  """A text table of `Checker.compile_all`'s rows (MiB a device)."""
+  head = ("program", "compile CPU s", "arguments", "outputs", "alias", "temporaries", "code",
+          "total", "of HBM", "Mosaic calls", "GFLOP")
+  lines = ["  ".join(f"{h:>12s}" for h in head)]
+  for r in rows:
+    m = r["memory"]
+    calls = sum(r["mosaic_calls"].values())
+    cells = [r["program"], f"{r['cpu_seconds']:.1f}"] + [
+        f"{m[k] / MiB:.1f}" for k in ("argument", "output", "alias", "temp", "code", "total")
+    ] + [f"{100 * m['total'] / hbm:.1f} %", str(calls), f"{r['flops'] / 1e9:.1f}"]
+    lines.append("  ".join(f"{c:>12s}" for c in cells))
+  return "\n".join(lines)
+
+
+

@@ -1,0 +1,107 @@
+"""What a compiled program needs of one device's memory, and the one-line
+error of a program that does not fit.
+
+XLA reports per device (`Compiled.memory_analysis()`): the arguments (the
+state and the batch), the outputs, the bytes of outputs that reuse a donated
+argument's buffer (`alias`: the loop donates the train step's state), the
+temporaries (activations, gradients, workspace) and the generated code. A
+program needs at most
+
+    arguments + outputs − alias + temporaries + code
+
+bytes at once. The TPU compiler refuses a program that exceeds the chip's
+HBM ("RESOURCE_EXHAUSTED: Ran out of memory on HBM … (25.81G) exceeds
+available HBM (15.75G)"), whether it runs on a TPU or is compiled for one
+elsewhere (`glomo_jax.train.tpu_slices`); `ProgramDoesNotFitError` carries
+that refusal as one line naming the program, the device, the bytes and the
+settings that change them.
+"""
+from __future__ import annotations
+
+import dataclasses
+import re
+
+GiB = 2 ** 30
+_UNITS = {"K": 2 ** 10, "M": 2 ** 20, "G": 2 ** 30, "T": 2 ** 40}
+# libtpu's words for a program over the HBM: "... (25.81G) exceeds available HBM (15.75G)"
+_HBM = re.compile(r"\(([\d.]+)([KMGT])\)\s*exceeds available HBM\s*\(([\d.]+)([KMGT])\)")
+# and of a Pallas kernel over its VMEM limit: "... allocating on stack for
+# %jvp_tied_softmax_rows_tpu_.1 = ... Scoped allocation with size 54.50M and limit 16.00M"
+_VMEM = re.compile(r"Scoped allocation with size ([\d.]+)([KMGT]) and limit ([\d.]+)([KMGT])")
+_VMEM_KERNEL = re.compile(r"allocating on stack for %(?:jvp_|transpose_)*(\w+?)_?(?:\.\d+)? =")
+# what a user changes when a program does not fit, whatever the run kind
+ADVICE = ("lower the batch ({batch}), split the parameters and optimiser state over more "
+          "devices (--config.loop.mesh_fsdp=N) or change the kernels "
+          "(--config.model.kernels=reference|fused)")
+
+
+@dataclasses.dataclass(frozen=True)
+class ProgramMemory:
+  """Per-device bytes of a compiled program (module docstring)."""
+  argument: int
+  output: int
+  alias: int
+  temp: int
+  code: int
+
+  @classmethod
+  def of(cls, compiled) -> "ProgramMemory":
+    m = compiled.memory_analysis()
+    return cls(argument=int(m.argument_size_in_bytes), output=int(m.output_size_in_bytes),
+               alias=int(m.alias_size_in_bytes), temp=int(m.temp_size_in_bytes),
+               code=int(m.generated_code_size_in_bytes))
+
+  @property
+  def total(self) -> int:
+    """The most the program holds at once: arguments + outputs − alias +
+    temporaries + code."""
+    return self.argument + self.output - self.alias + self.temp + self.code
+
+  def to_dict(self) -> dict:
+    return dict(dataclasses.asdict(self), total=self.total)
+
+
+class ProgramDoesNotFitError(ValueError):
+  """A program that the compiler refused for want of device memory; ``str()``
+  is one line. Attributes: needed, available (bytes, None where the
+  compiler's message gave none), memory ('HBM' or 'VMEM')."""
+
+  def __init__(self, message: str, needed: int | None = None,
+               available: int | None = None, memory: str = "HBM"):
+    super().__init__(message)
+    self.needed, self.available, self.memory = needed, available, memory
+
+
+def _bytes(value: str, unit: str) -> int:
+  return int(float(value) * _UNITS[unit])
+
+
+def is_out_of_memory(error: BaseException) -> bool:
+  """The compiler refused a program for want of device memory (HBM, or a
+  kernel's VMEM)."""
+  return "RESOURCE_EXHAUSTED" in str(error)
+
+
+def does_not_fit(name: str, device: str, error: BaseException,
+                 batch_flag: str = "--config.batch_size") -> ProgramDoesNotFitError:
+  """The one-line error of `name` refused by the compiler for `device` (a
+  description such as 'TPU v5 lite (v5e-8, 8 devices)'), from the compiler's
+  `error` (`is_out_of_memory`)."""
+  text = " ".join(str(error).split())
+  advice = ADVICE.format(batch=batch_flag)
+  hbm = _HBM.search(text)
+  if hbm:
+    needed, available = _bytes(*hbm.group(1, 2)), _bytes(*hbm.group(3, 4))
+    return ProgramDoesNotFitError(
+        f"the {name} does not fit on {device}: it needs {needed / GiB:.2f} GiB of HBM per "
+        f"device, {available / GiB:.2f} GiB are available; {advice}", needed, available)
+  vmem = _VMEM.search(text)
+  if vmem:
+    kernel = _VMEM_KERNEL.search(text)
+    what = f"the Pallas kernel {kernel.group(1)}" if kernel else "a Pallas kernel"
+    needed, limit = _bytes(*vmem.group(1, 2)), _bytes(*vmem.group(3, 4))
+    return ProgramDoesNotFitError(
+        f"the {name} does not fit on {device}: {what} needs {needed / 2 ** 20:.1f} MiB of "
+        f"VMEM, its limit is {limit / 2 ** 20:.1f} MiB; use smaller kernel blocks or "
+        "--config.model.kernels=reference", needed, limit, memory="VMEM")
+  return ProgramDoesNotFitError(f"the {name} does not fit on {device} ({text[:300]}); {advice}")

@@ -1,0 +1,196 @@
+"""Every program a TPU user runs, compiled by the real TPU compiler (libtpu,
+installed by the test extra through jax's `tpu` extra) for compile-only
+devices of a slice: no TPU needed. What it shows that lowering cannot: the
+programs fit the chips' HBM, the Pallas kernels' blocks fit their VMEM, a
+program that does not fit is refused in one line (by the compile command
+and by a run, before its first step), and the fused kernels hold less than
+the reference ops. Sizes are cut where a test needs it; the paper model's
+train step is compiled at its own sizes (V 100,000, batch 32 × 200).
+"""
+import functools
+import importlib.util
+import os
+import subprocess
+import sys
+
+import jax
+import jax.numpy as jnp
+import pytest
+
+from experiments import compile_targets
+from experiments.compile_report import Checker, mosaic_calls
+from experiments.configs import cifar as cifar_configs
+from experiments.configs import imdb as imdb_configs
+from experiments.configs import images_pretrain as image_configs
+from experiments.configs import mnli as mnli_configs
+from experiments.configs import paper as paper_configs
+from experiments.configs import squad as squad_configs
+from experiments.configs import wiki_cpu as wiki_configs
+from glomo_jax.classification import ClassificationConfig
+from glomo_jax.images.cifar import CifarConfig
+from glomo_jax.pretraining import PretrainConfig
+from glomo_jax.pretraining.pixels import ImagePretrainConfig
+from glomo_jax.squad import SquadConfig
+from glomo_jax.train.memory import GiB, ProgramDoesNotFitError
+from glomo_jax.train.tpu_slices import compile_devices, parse_slice
+
+pytestmark = pytest.mark.skipif(
+    importlib.util.find_spec("libtpu") is None,
+    reason="libtpu is not installed: pip install 'jax[tpu]' (x86-64 Linux; make test does)")
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+GRAPH_KERNELS = ("graph_mix_tpu", "graph_mix_dq_tpu", "graph_mix_dkv_tpu")
+LOSS_KERNELS = ("tied_softmax_rows_tpu", "tied_softmax_vocab_tpu")
+
+
+@functools.lru_cache(maxsize=None)
+def devices(name: str):
+  return tuple(compile_devices(parse_slice(name)))
+
+
+def checker(kind: str, name: str = "v5e-8", limit=None) -> Checker:
+  return Checker(kind, parse_slice(name), devices(name), limit=limit)
+
+
+def paper(**model) -> PretrainConfig:
+  config = PretrainConfig.from_dict(paper_configs.get_config().to_dict())
+  return config.replace(model=config.model.replace(**model))
+
+
+def test_slice_names_map_to_the_compilers_devices():
+  cases = {"v4-8": ("TPU v4", 4, "v4:2x2x1"), "v5p-8": ("TPU v5", 4, "v5p:2x2x1"),
+           "v5e-8": ("TPU v5 lite", 8, "v5e:2x4"), "v5litepod-16": ("TPU v5 lite", 16, "v5e:4x4"),
+           "v6e-8": ("TPU v6 lite", 8, "v6e:2x4"), "v5e-256": ("TPU v5 lite", 256, "v5e:16x16"),
+           "v5e:2x4": ("TPU v5 lite", 8, "v5e:2x4")}
+  for name, (kind, count, topology) in cases.items():
+    tpu = parse_slice(name)
+    assert (tpu.num_devices, tpu.topology) == (count, topology), name
+    assert {d.device_kind for d in devices(name)} == {kind}, name
+    assert len(devices(name)) == count
+  two = compile_devices(parse_slice("v5e-8", num_slices=2))
+  assert len(two) == 16 and [d.slice_index for d in two] == [0] * 8 + [1] * 8
+  for bad, message in (("v5e-7", "no v5e slice of that size"), ("v9-8", "unknown TPU"),
+                       ("v4-6", "no v4 slice"), ("tpu", "write it as")):
+    with pytest.raises(ValueError, match=message):
+      parse_slice(bad)
+
+
+def test_paper_train_step_fused_fits_with_its_kernels_per_shard():
+  # the paper's sizes on a v5e-8 (data 4 × fsdp 2): both kernels' 20 Mosaic
+  # calls compile within their VMEM, the step within the HBM
+  row = checker("pretrain").compile_all(paper(kernels="fused").replace(
+      loop=paper().loop.replace(mesh_fsdp=2)), ("train",))[0]
+  calls = row["mosaic_calls"]
+  assert {k: calls.get(k) for k in GRAPH_KERNELS + LOSS_KERNELS} == {
+      "graph_mix_tpu": 6, "graph_mix_dq_tpu": 6, "graph_mix_dkv_tpu": 6,
+      "tied_softmax_rows_tpu": 1, "tied_softmax_vocab_tpu": 1}, calls
+  memory = row["memory"]
+  assert memory["argument"] == memory["alias"]          # the state is donated
+  assert memory["total"] < 2 * GiB
+
+
+@pytest.mark.parametrize("name", ["v5e-8", "v4-8"])
+def test_pretraining_steps_reference_and_fused_fused_holds_less(name):
+  # the paper model's layout (4 + 4 conv layers, 3 graph layers, 2 decoder
+  # layers, GRU composition, V 32,000) at d 256: train and eval steps with
+  # both kernel forms; the fused ones need fewer temporary bytes
+  rows = {}
+  for kernels in ("reference", "fused"):
+    config = paper(kernels=kernels, dim=256, head_dim=128, num_heads=4,
+                   vocab_size=32_000).replace(vocab_size=32_000)
+    rows[kernels] = checker("pretrain", name).compile_all(config, ("train", "eval"))
+  fused, reference = rows["fused"], rows["reference"]
+  assert sum(fused[0]["mosaic_calls"].values()) == 20
+  assert sum(fused[1]["mosaic_calls"].values()) >= 4          # eval: both forward kernels
+  assert not reference[0]["mosaic_calls"] and not reference[1]["mosaic_calls"]
+  for f, r in zip(fused, reference):
+    assert f["memory"]["temp"] < r["memory"]["temp"], (f["program"], f["memory"], r["memory"])
+  # the compiler counts every matmul of the reference step but a loop's body
+  # once (the decoders' GRU scans): within [0.6, 1] of the formula, per device
+  sys.path.insert(0, ROOT)
+  from benchmarks.stepbench.flops import model_flops  # noqa: PLC0415
+  formula = model_flops(config.model, config.batch_size, config.bptt)["train"]
+  ratio = reference[0]["flops"] / (formula / len(devices(name)))
+  assert 0.6 < ratio <= 1.0, ratio
+
+
+KINDS = {
+    "pixels": ("pretrain_images", ImagePretrainConfig, image_configs, ("train", "predict")),
+    "imdb": ("classify", ClassificationConfig, imdb_configs, ("train",)),
+    "mnli": ("classify", ClassificationConfig, mnli_configs, ("train",)),
+    "squad": ("squad", SquadConfig, squad_configs, ("train", "eval")),
+    "cifar": ("cifar", CifarConfig, cifar_configs, ("train", "eval")),
+}
+
+
+@pytest.mark.parametrize("name", sorted(KINDS))
+def test_every_run_kind_compiles_for_a_v5e_8(name):
+  kind, config_class, module, programs = KINDS[name]
+  config = config_class.from_dict(module.get_config().to_dict())
+  if name == "imdb":            # the variant that reads a paper-size predictor's graphs
+    config = config.replace(variant="rnn", predictor_export="runs/none")
+  rows = checker(kind).compile_all(config, programs)
+  assert [r["program"] for r in rows] == [
+      {"train": "train step", "eval": "eval step", "predict": "export's predict"}[p]
+      for p in programs]
+  for r in rows:
+    assert 0 < r["memory"]["total"] < 16 * GiB, r
+
+
+def test_the_export_predict_of_the_paper_model():
+  (row,) = checker("pretrain").compile_all(paper(), ("predict",))
+  assert row["memory"]["argument"] > 300 * 2 ** 20       # the predictor's variables, replicated
+
+
+def test_a_batch_too_big_fails_in_one_line_in_the_command(tmp_path):
+  out = subprocess.run(
+      [sys.executable, "-m", "experiments.tpu_compile",
+       "--config=experiments/configs/wiki_cpu.py:tiny", "--topology=v5e-8",
+       "--programs=train", "--config.batch_size=2097152"],
+      cwd=ROOT, capture_output=True, text=True, timeout=600)
+  assert out.returncode == 1, out.stderr[-2000:]
+  line = out.stderr.strip().splitlines()[-1]
+  assert line.startswith("error: the train step does not fit on TPU v5 lite"), line
+  assert "GiB of HBM per device" in line and "--config.batch_size" in line
+
+
+def test_a_run_that_cannot_fit_stops_before_its_first_step(tmp_path):
+  from glomo_jax.pretraining import train_and_evaluate  # noqa: PLC0415
+  config = PretrainConfig.from_dict(wiki_configs.get_config("tiny").to_dict())
+  config = config.replace(corpus=config.corpus.replace(source="synthetic"),
+                          batch_size=2 ** 21, export=False)
+  with pytest.raises(ProgramDoesNotFitError, match=r"train step does not fit on TPU v5 lite "
+                                                   r"\(8 devices\): it needs [\d.]+ GiB"):
+    train_and_evaluate(config, str(tmp_path / "run"), devices=devices("v5e-8"))
+  assert not os.listdir(tmp_path / "run" / "checkpoints")
+
+
+def test_kernel_blocks_over_the_vmem_limit_fail_naming_the_kernel():
+  from glomo_jax.ops.pallas.tied_softmax import fused_tied_softmax_cross_entropy  # noqa: PLC0415
+  from glomo_jax.train.programs import Program  # noqa: PLC0415
+  from glomo_jax.train.sharding import make_mesh  # noqa: PLC0415
+  n, v, d = 4096, 8192, 512
+  mesh = make_mesh(1, 1, devices("v5e-8")[:1])
+  loss = lambda table, batch: jax.grad(lambda t: fused_tied_softmax_cross_entropy(
+      batch["hidden"], t, batch["targets"], batch["weights"], block_rows=2048,
+      block_vocab=4096)[0])(table)
+  program = Program("loss", loss, mesh, None, None)
+  with jax.set_mesh(mesh), pytest.raises(
+      ProgramDoesNotFitError, match=r"the Pallas kernel tied_softmax_rows_tpu needs [\d.]+ MiB "
+                                    r"of VMEM, its limit is 16.0 MiB"):
+    program.compile(jax.ShapeDtypeStruct((v, d), jnp.float32),
+                    {"hidden": jax.ShapeDtypeStruct((n, d), jnp.float32),
+                     "targets": jax.ShapeDtypeStruct((n,), jnp.int32),
+                     "weights": jax.ShapeDtypeStruct((n,), jnp.float32)})
+
+
+def test_find_batch_finds_the_largest_batch_under_the_limit():
+  config = PretrainConfig.from_dict(wiki_configs.get_config("tiny").to_dict())
+  limit = 64 * 2 ** 20
+  check = checker("pretrain", limit=limit)
+  found = check.find_batch(config, max_batch=1 << 14, log=lambda _: None)
+  batch, following = found["batch"], found["next"]
+  assert batch and following and batch % 8 == 0 and following - batch <= 8, found
+  assert found["bytes"] <= limit < found["next_bytes"]
+  assert check.fits(config.replace(batch_size=batch))[0]
+  assert not check.fits(config.replace(batch_size=following))[0]
