@@ -172,3 +172,23 @@ def test_config_mistakes_are_named(tmp_path):
                             ({"variant": "glomo"}, "unknown variant")]:
     with pytest.raises(ValueError, match=fragment):
       config_for(tmp_path, **changes)
+
+
+def test_the_grid_table_and_figures(straight, tmp_path):
+  """experiments.picking_report on the tiny run laid out as a grid's run."""
+  import shutil  # noqa: PLC0415
+  import sys  # noqa: PLC0415
+  sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+  from experiments import picking_report  # noqa: PLC0415
+  _, root, _ = straight
+  shutil.copytree(root / "straight", tmp_path / "fhe_n12_s0",
+                  ignore=shutil.ignore_patterns("checkpoints", "best", "tensorboard"))
+  assert picking_report.run_arguments("fhe_g0.05", 200) == [
+      "--config.model.kind=fhe", "--config.gate.gamma=0.05", "--config.min_length=200",
+      "--config.max_length=200", "--config.test_lengths=(400, 800, 1600, 10000)"]
+  with pytest.raises(ValueError, match="unknown model"):
+    picking_report.model_arguments("lstm3")
+  text = picking_report.picking_table(str(tmp_path), ["fhe", "lstm1"], [12, 200], "C.py", [])
+  assert "| fhe | 12 | 0 |" in text and "lstm1" not in text.split("\n\n")[0]
+  for png in picking_report.draw_figures(str(tmp_path / "fhe_n12_s0"), str(tmp_path)):
+    assert open(png, "rb").read(8) == b"\x89PNG\r\n\x1a\n"

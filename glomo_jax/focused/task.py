@@ -40,9 +40,9 @@ from glomo_jax.downstream.task import VALIDATION, DownstreamTask
 from glomo_jax.focused.config import PickingConfig
 from glomo_jax.focused.model import PickingReader
 from glomo_jax.focused.objective import focused_loss
-from glomo_jax.io import write_json
 from glomo_jax.focused.picking import (PickingSet, generate, generate_malicious,
                                        read_picking)
+from glomo_jax.io import write_json
 from glomo_jax.train.batches import ExampleBatches, batch_order, host_rows
 from glomo_jax.train.task import RunContext, RunEval
 from glomo_jax.train.workdir import holding_workdir
