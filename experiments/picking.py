@@ -1,7 +1,7 @@
 r"""The picking task (Ke et al. 2018) with the focused hierarchical encoder
 or a baseline (`glomo_jax.focused.run_picking`; docs/focused.md).
 
-  python -m experiments.picking --config=experiments/configs/picking.py:cpu \
+  python -m experiments.picking --config=experiments/configs/picking.py \
       --workdir=runs/picking/fhe_s0 [--config.model.kind=lstm1|lstm2|fhe] \
       [--config.gate.gamma=0.1 --config.gate.beta=0.01] [--config.seed=1]
 

@@ -38,7 +38,7 @@ from experiments.picking_report import (TRAINED, draw_figures, model_arguments, 
                                         run_arguments)
 
 _ROOT = flags.DEFINE_string("root", None, "Directory of the runs (ROOT/MODEL_nN_sSEED).")
-_CONFIG = flags.DEFINE_string("config", "experiments/configs/picking.py:cpu", "Config file.")
+_CONFIG = flags.DEFINE_string("config", "experiments/configs/picking.py", "Config file.")
 _MODELS = flags.DEFINE_list("models", ["lstm1", "lstm2", "fhe"],
                             "lstm1, lstm2, fhe, fhe_g<gamma>.")
 _LENGTHS = flags.DEFINE_list("lengths", ["200"], "Training lengths n.")

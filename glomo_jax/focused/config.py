@@ -58,7 +58,7 @@ class GateObjective:
   negative entropy's weight `entropy_weight`."""
   beta: float = 0.01
   gamma: float = 0.1
-  beta_warmup: int = 1000
+  beta_warmup: int = 500
   entropy_weight: float = 0.01
 
   def check(self) -> None:
