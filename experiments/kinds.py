@@ -47,6 +47,11 @@ def _cifar():
   return CifarConfig, run_cifar
 
 
+def _picking():
+  from glomo_jax.focused import PickingConfig, run_picking  # noqa: PLC0415
+  return PickingConfig, run_picking
+
+
 @dataclasses.dataclass(frozen=True)
 class Kind:
   """A run kind. Calling it gives (its config dataclass, its run
@@ -62,7 +67,7 @@ class Kind:
 
 KINDS = {"pretrain": Kind(_pretrain), "pretrain_images": Kind(_pretrain_images),
          "classify": Kind(_classify, downstream=True), "squad": Kind(_squad, downstream=True),
-         "cifar": Kind(_cifar, downstream=True)}
+         "cifar": Kind(_cifar, downstream=True), "picking": Kind(_picking, downstream=True)}
 DOWNSTREAM_KINDS = tuple(name for name, kind in KINDS.items() if kind.downstream)
 
 

@@ -21,6 +21,8 @@ from glomo_jax.data.corpus import CorpusSpec, load_documents
 from glomo_jax.data.tokenizer import Tokenizer, train_tokenizer
 from glomo_jax.errors import InputError
 from glomo_jax.eval.conllu import read_conllu
+from glomo_jax.focused import PickingConfig, read_picking
+from glomo_jax.focused.picking import picking_target
 from glomo_jax.images.cifar import CifarConfig
 from glomo_jax.images.data import read_npz_images
 from glomo_jax.pretraining.pixels import ImagePretrainConfig
@@ -31,6 +33,7 @@ from glomo_jax.text.readers import TASKS, read_split
 from glomo_jax.text.glove import read_glove
 from glomo_jax.classification.config import ClassificationConfig
 from test_squad_parts import FACTS, squad_articles
+from test_picking import SLIDES
 from test_syntax_alignment import CONLLU
 
 SUFFIXES = st.sampled_from(["", ".gz", ".xz"])
@@ -234,9 +237,24 @@ def test_sentencepiece_model(tmp_path, tokenizer_bytes, data):
     assert isinstance(tokenizer.decode(ids), str)
 
 
+# ---- picking-task JSON lines ------------------------------------------------------------
+@settings(max_examples=examples(50))
+@given(suffix=SUFFIXES, data=st.data())
+def test_picking_files(tmp_path, suffix, data):
+  records = [{"digits": d, "k": k, "target": t} for d, k, t in SLIDES[2:5]]
+  path = write(tmp_path / f"picking.jsonl{suffix}", data.draw(damaged_jsonl(records, suffix)))
+  examples = read_or_input_error(lambda: read_picking(path), path)
+  if examples is not None:
+    assert len(examples) >= 1
+    for row, n, k, target in zip(examples.digits, examples.lengths, examples.k,
+                                 examples.targets):
+      assert 1 <= k <= n <= len(row) and row.max() <= 9
+      assert target == picking_target("".join(map(str, row[:n])), k)
+
+
 # ---- configs -------------------------------------------------------------------------
 CONFIGS = [ModelConfig, PretrainConfig, ClassificationConfig, SquadConfig, CifarConfig,
-           ImagePretrainConfig]
+           ImagePretrainConfig, PickingConfig]
 
 
 def _leaves(value, path=()):

@@ -1,4 +1,4 @@
-"""Every downstream run kind (classification, SQuAD, CIFAR, pixel
+"""Every downstream run kind (classification, SQuAD, CIFAR, picking, pixel
 pretraining) stops on a non-finite loss with a one-line error naming its
 last good checkpoint, which stays finite; nothing after it is saved and no
 results are written (pretraining: tests/test_train_resume.py).
@@ -17,6 +17,7 @@ import orbax.checkpoint as ocp
 import pytest
 
 from experiments import cli, kinds
+from glomo_jax.focused import PickingTask, run_picking
 from glomo_jax.images.cifar import CifarTask, run_cifar
 from glomo_jax.pretraining.pixels import PixelPretrainingTask, pretrain_images
 from glomo_jax.squad.config import SquadConfig, SquadFiles
@@ -29,6 +30,7 @@ from test_cifar import config_for as cifar_config
 from test_cifar import write_cifar
 from test_images_pretraining import config_for as pixel_config
 from test_images_pretraining import write_images
+from test_picking import config_for as picking_config
 from test_squad_parts import write_squad
 from test_squad_run import TINY_LOOP, TINY_OPTIM, TINY_READER
 from test_classification_task import imdb_config
@@ -60,6 +62,11 @@ def squad(tmp_path):
 def cifar(tmp_path):
   config = cifar_config(write_cifar(tmp_path / "cifar.npz"))
   return CifarTask, lambda w: run_cifar(with_steps(config, 4), w, devices=ONE)
+
+
+def picking(tmp_path):
+  config = picking_config(tmp_path, test_file=None, test_k="trained")
+  return PickingTask, lambda w: run_picking(with_steps(config, 4), w, devices=ONE)
 
 
 def pixels(tmp_path):
@@ -118,7 +125,8 @@ def saved_steps(directory) -> list[int]:
 
 # run kind (experiments/kinds.py) -> its case; text pretraining stops on NaN in
 # tests/test_train_resume.py
-CASES = {"classify": classification, "squad": squad, "cifar": cifar, "pretrain_images": pixels}
+CASES = {"classify": classification, "squad": squad, "cifar": cifar, "pretrain_images": pixels,
+         "picking": picking}
 
 
 def test_every_run_kind_but_text_pretraining_has_a_case():

@@ -42,8 +42,6 @@ def config_dict(obj) -> ml_collections.ConfigDict:
       value = unset_group(kind)
     elif value is None:
       value = cd.placeholder(kind)
-    elif isinstance(value, tuple):
-      value = list(value)
     values[field.name] = value
   return ml_collections.ConfigDict(values)
 

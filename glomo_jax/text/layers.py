@@ -1,5 +1,5 @@
-"""Building blocks shared by the task models: masked softmax, bidirectional
-RNNs that ignore padding, self-attention, masked pooling, graph checks.
+"""Building blocks shared by the task models: masked softmax, the LSTM
+update, bidirectional RNNs that ignore padding, self-attention, masked pooling, graph checks.
 
 Masks are [batch, T] (bool or 0/1), True for real positions, and every
 sequence's real positions come first (right padding). Every block here
@@ -15,6 +15,17 @@ import jax
 import jax.numpy as jnp
 
 from glomo_jax.models.gru import gru_update
+
+
+def lstm_update(gates: jax.Array, c: jax.Array) -> tuple[jax.Array, jax.Array]:
+  """One LSTM update (flax.linen.OptimizedLSTMCell's math) from its gates.
+
+  gates: [..., 4H] = W_i x + W_h h + b in the order (i, f, g, o); c: [..., H]
+  -> (c', h'): c' = σ(f) ⊙ c + σ(i) ⊙ tanh(g), h' = σ(o) ⊙ tanh(c').
+  """
+  i, f, g, o = jnp.split(gates, 4, axis=-1)
+  c = jax.nn.sigmoid(f) * c + jax.nn.sigmoid(i) * jnp.tanh(g)
+  return c, jax.nn.sigmoid(o) * jnp.tanh(c)
 
 
 def masked_softmax(scores: jax.Array, mask: jax.Array, axis: int = -1) -> jax.Array:
@@ -131,9 +142,7 @@ class BiRNN(nn.Module):
     else:
       def step(state, g):  # state (c, h) [2, B, H]; g [2, B, 4H]
         c, h = state
-        i, f, g, o = jnp.split(g + jnp.einsum("dbh,dhk->dbk", h, wh), 4, axis=-1)
-        c = jax.nn.sigmoid(f) * c + jax.nn.sigmoid(i) * jnp.tanh(g)
-        h = jax.nn.sigmoid(o) * jnp.tanh(c)
+        c, h = lstm_update(g + jnp.einsum("dbh,dhk->dbk", h, wh), c)
         return (c, h), h
       zeros = jnp.zeros((2, batch, h_dim), gi.dtype)
       carry = (zeros, zeros)

@@ -1,0 +1,111 @@
+"""The picking grid's table and figures (`experiments.picking_grid`; no flags
+here): the runs' overrides, ROOT/table.md beside the seed's numbers, and the
+seed's Figure 3 and one sequence's gates drawn from a run's profile.json."""
+from __future__ import annotations
+
+import json
+import os
+
+from experiments.grid import finished_results, mean_std
+
+LONG = (400, 800, 1600, 10_000)
+TRAINED = 200            # the length the longer tests are trained at
+# the seed's slides: Table 2 (trained and tested at n) and Table 4 (trained at 200)
+SEED = {"lstm1": {100: 99.4, 200: 97.0, 400: 92.9, "n400": 55.9, "n800": 39.6,
+                  "n1600": 29.5, "n10000": 18.5},
+        "lstm2": {100: 99.7, 200: 99.2, 400: 97.5, "n400": 61.4, "n800": 39.7,
+                  "n1600": 28.6, "n10000": 14.8},
+        "fhe": {100: 99.5, 200: 99.4, 400: 96.9, "n400": 97.6, "n800": 95.6,
+                "n1600": 93.3, "n10000": 66.8}}
+
+def model_arguments(model: str) -> list[str]:
+  """The config overrides of a model row."""
+  if model in ("lstm1", "lstm2", "fhe"):
+    return [f"--config.model.kind={model}"]
+  if model.startswith("fhe_g"):
+    gamma = float(model[len("fhe_g"):])
+    return ["--config.model.kind=fhe", f"--config.gate.gamma={gamma}"]
+  raise ValueError(f"unknown model {model!r}: lstm1, lstm2, fhe or fhe_g<gamma>")
+
+
+def run_arguments(model: str, n: int) -> list[str]:
+  """A run's overrides: the model, its training length, its longer tests."""
+  tests = LONG if n == TRAINED else ()
+  return model_arguments(model) + [f"--config.min_length={n}", f"--config.max_length={n}",
+                                   f"--config.test_lengths={tests!r}"]
+
+
+def _percent(results: list[dict], split: str, key: str = "accuracy") -> str:
+  return mean_std([100 * r["scores"][split][key] for r in results if split in r["scores"]])
+
+
+def picking_table(root: str, models, lengths, config: str, extra: list[str]) -> str:
+  """ROOT/table.md's text (module docstring) for runs of `config` with `extra`."""
+  head = ["model", "n", "seeds", "test at n", "openness at n"] + [
+      f"{n:,}" for n in LONG] + ["malicious", "train min / run"]
+  lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
+  for model in models:
+    for n in lengths:
+      found = finished_results(root, f"{model}_n{n}")
+      if not found:
+        continue
+      cells = [model, str(n), ",".join(str(r["seed"]) for r in found),
+               _percent(found, "test"), _percent(found, "test", "openness")]
+      cells += [_percent(found, f"n{m}") if n == TRAINED else "" for m in LONG]
+      cells += [_percent(found, "malicious"),
+                f"{sum(r['train_time_s'] for r in found) / len(found) / 60:.1f}"]
+      lines.append("| " + " | ".join(cells) + " |")
+      seed = SEED.get(model, {})
+      if n in seed:
+        lines.append("| " + " | ".join(
+            [f"{model} (seed)", str(n), "", f"{seed[n]}", ""]
+            + [str(seed.get(f"n{m}", "")) if n == TRAINED else "" for m in LONG] + ["", ""])
+            + " |")
+  command = " ".join(["python -m experiments.picking", f"--config={config}"] + extra)
+  return ("\n".join(lines) + "\n\nAccuracy and gate openness (share of real digits "
+          "read) in %, mean ± sample std over seeds; k in the trained range at every "
+          f"length. Each run: `{command} --config.model.kind=M --config.min_length=n "
+          "--config.max_length=n --config.seed=S --workdir=DIR`; (seed): the slides' "
+          "numbers (Tables 2 and 4, FHE-fixed).\n")
+
+
+def draw_figures(workdir: str, root: str) -> list[str]:
+  """ROOT/gates_by_position.png and ROOT/open_gates.png from a run's
+  profile.json; returns their paths."""
+  from matplotlib.backends.backend_agg import FigureCanvasAgg  # noqa: PLC0415
+  from matplotlib.figure import Figure  # noqa: PLC0415
+  with open(os.path.join(workdir, "profile.json"), encoding="utf-8") as f:
+    data = json.load(f)
+  profile, sequence = data["profile"], data["sequence"]
+  figure = Figure(figsize=(3.2 * len(profile), 3.0), dpi=120)
+  for i, entry in enumerate(profile):
+    ax = figure.add_subplot(1, len(profile), i + 1)
+    t = range(1, len(entry["gate_at"]) + 1)
+    ax.plot(t, entry["gate_at"], label="gate openness G", color="tab:red")
+    ax.plot(t, entry["focus_at"], label="focus F", color="tab:blue")
+    ax.axvline(entry["k"], color="gray", linestyle=":")
+    ax.set_title(f"P = {entry['k']}: acc {100 * entry['accuracy']:.1f}, "
+                 f"G {100 * entry['openness']:.1f} %", fontsize=8)
+    ax.set_xlabel("position t")
+    ax.set_ylim(0, 1.02)
+  figure.axes[0].legend(fontsize=7)
+  figure.tight_layout()
+  by_position = os.path.join(root, "gates_by_position.png")
+  FigureCanvasAgg(figure).print_png(by_position)
+  digits = [int(d) for d in sequence["digits"]]
+  opened = sequence["gate_at"]                   # how often each gate opened (1 / 0: threshold)
+  figure = Figure(figsize=(max(6.0, len(digits) / 20), 2.6), dpi=120)
+  ax = figure.add_subplot(1, 1, 1)
+  ax.scatter(range(1, len(digits) + 1), digits, s=8, c=opened, cmap="Reds", vmin=0, vmax=1,
+             edgecolors="lightgray", linewidths=0.3)
+  ax.axvline(sequence["k"], color="gray", linestyle=":")
+  ax.set_yticks(range(10))
+  ax.set_xlabel("position t (red: how often the gate opened)")
+  ax.set_ylabel("digit")
+  ax.set_title(f"k = {sequence['k']}, answer {sequence['target']}, right in "
+               f"{100 * sequence['correct']:.0f} % of the samples; {sum(opened):.1f} of "
+               f"{len(digits)} gates open", fontsize=9)
+  figure.tight_layout()
+  gates = os.path.join(root, "open_gates.png")
+  FigureCanvasAgg(figure).print_png(gates)
+  return [by_position, gates]

@@ -1,0 +1,160 @@
+"""The focused hierarchical encoder's math (glomo_jax.focused, docs/focused.md):
+the boundary gate's equation and the LSTM by hand (NumPy), a closed gate
+carries the upper state bit for bit, REINFORCE's gradient by hand, padding
+changes nothing, the baselines on the same code (any length: test_picking.py's
+tiny run tests at twice its training length)."""
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+
+from glomo_jax.focused.model import BoundaryGate, FocusedEncoder, GatedLSTM, PickingReader
+from glomo_jax.focused.objective import focused_loss, gate_log_prob
+
+
+def sigmoid(x):
+  return 1 / (1 + np.exp(-x))
+
+
+def numpy_lstm(params, x, update):
+  """The gated LSTM by hand: x [B, T, D], update [B, T] -> h [B, T, H]."""
+  w_i, b_i = np.asarray(params["input"]["kernel"]), np.asarray(params["input"]["bias"])
+  w_h = np.asarray(params["hidden"])
+  hidden = w_h.shape[0]
+  c = np.zeros((x.shape[0], hidden))
+  h = np.zeros((x.shape[0], hidden))
+  out = []
+  for t in range(x.shape[1]):
+    g = x[:, t] @ w_i + b_i + h @ w_h
+    i, f, gg, o = np.split(g, 4, axis=-1)
+    c_new = sigmoid(f) * c + sigmoid(i) * np.tanh(gg)
+    h_new = sigmoid(o) * np.tanh(c_new)
+    u = update[:, t, None].astype(bool)
+    c, h = np.where(u, c_new, c), np.where(u, h_new, h)
+    out.append(h)
+  return np.stack(out, 1)
+
+
+def test_the_gate_is_the_seeds_equation_by_hand():
+  rng = np.random.default_rng(0)
+  h = rng.normal(size=(2, 3, 4)).astype(np.float32)
+  q = rng.normal(size=(2, 4)).astype(np.float32)
+  gate = BoundaryGate(hidden=5)
+  params = gate.init(jax.random.key(1), h, q)["params"]
+  logits = np.asarray(gate.apply({"params": params}, h, q))
+  w_b_matrix = np.asarray(params["hidden"]["kernel"])   # W_b [3H, 5]
+  b_b, w_b = np.asarray(params["hidden"]["bias"]), np.asarray(params["out"]["kernel"])[:, 0]
+  for i in range(2):
+    for t in range(3):
+      z = np.concatenate([q[i] * h[i, t], h[i, t], q[i]])        # [q ⊙ h, h, q]
+      a = z @ w_b_matrix + b_b
+      by_hand = w_b @ np.where(a > 0, a, 0.01 * a)                # LReLU, slope 0.01
+      np.testing.assert_allclose(logits[i, t], by_hand, rtol=1e-5, atol=1e-6)
+  assert params["out"].keys() == {"kernel"}                       # w_b has no bias
+
+
+def test_a_closed_gate_carries_the_upper_state_unchanged():
+  rng = np.random.default_rng(1)
+  x = rng.normal(size=(2, 6, 3)).astype(np.float32)
+  update = np.array([[0, 1, 0, 0, 1, 1], [1, 1, 0, 1, 0, 0]], bool)
+  lstm = GatedLSTM(features=4)
+  params = lstm.init(jax.random.key(2), x, update)["params"]
+  h = np.asarray(lstm.apply({"params": params}, x, update))
+  np.testing.assert_allclose(h, numpy_lstm(params, x, update), rtol=1e-5, atol=1e-6)
+  for b, t in zip(*np.nonzero(~update)):
+    previous = h[b, t - 1] if t else np.zeros(4, np.float32)
+    np.testing.assert_array_equal(h[b, t], previous)              # bit for bit
+  assert not np.array_equal(h[0, 1], h[0, 0]) and not np.array_equal(h[0, 4], h[0, 3])
+  # the forget gate's bias starts at 1, the others at 0
+  np.testing.assert_array_equal(np.asarray(params["input"]["bias"]),
+                                np.repeat([0.0, 1.0, 0.0, 0.0], 4))
+
+
+def test_reinforce_gradient_by_hand():
+  """Three examples and a padding row (weight 0), gates fixed: the gradient
+  of L with respect to the gate's logits and the log-likelihood."""
+  rng = np.random.default_rng(2)
+  logits = rng.normal(size=(4, 5))
+  gates = rng.integers(0, 2, size=(4, 5)).astype(np.float64)
+  mask = np.array([[1, 1, 1, 1, 1], [1, 1, 1, 0, 0], [1, 1, 1, 1, 0], [1, 0, 0, 0, 0]], bool)
+  ll = np.array([-0.5, -1.2, -2.0, -0.1])
+  w = np.array([1.0, 1.0, 1.0, 0.0])
+  beta, gamma, lam = 0.3, 0.25, 0.1
+  with jax.enable_x64(True):
+    def loss(ll_, logits_):
+      return focused_loss(ll_, logits_, jnp.asarray(gates), jnp.asarray(mask), jnp.asarray(w),
+                          beta=beta, gamma=gamma, entropy_weight=lam)[0]
+    value, (d_ll, d_logits) = jax.value_and_grad(loss, argnums=(0, 1))(
+        jnp.asarray(ll), jnp.asarray(logits))
+  m, p = mask.astype(float), sigmoid(logits)
+  length = m.sum(1)
+  reward = ll - beta * np.maximum((gates * m).sum(1) - gamma * length, 0)
+  baseline = np.array([np.mean([reward[j] for j in range(3) if j != i]) for i in range(4)])
+  advantage = reward - baseline
+  count, tokens = w.sum(), (w * length).sum()
+  log_pi = ((gates * np.log(p) + (1 - gates) * np.log(1 - p)) * m).sum(1)
+  neg_entropy = ((p * np.log(p) + (1 - p) * np.log(1 - p)) * m).sum(1)
+  by_hand = (-(w * ll).sum() / count - (w * advantage * log_pi).sum() / count
+             + lam * (w * neg_entropy).sum() / tokens)
+  np.testing.assert_allclose(value, by_hand, rtol=1e-12)
+  grad_logits = (-(w * advantage)[:, None] * (gates - p) * m / count
+                 + lam * w[:, None] * m * p * (1 - p) * logits / tokens)
+  np.testing.assert_allclose(d_logits, grad_logits, rtol=1e-10, atol=1e-14)
+  # the reward is a constant: the log-likelihood's gradient is the NLL's alone
+  np.testing.assert_allclose(d_ll, -w / count, rtol=1e-12)
+
+
+def test_padding_changes_nothing():
+  rng = np.random.default_rng(3)
+  lengths, k = np.array([5, 7]), np.array([3, 7])
+  short = rng.integers(0, 10, size=(2, 7))
+  long = np.concatenate([short, rng.integers(0, 10, size=(2, 6))], 1)   # garbage after
+  long[0, 5:7] = 9
+  model = PickingReader("fhe", hidden=8, digit_dim=4, gate_hidden=4, attention_hidden=4,
+                        position_scale=10.0)
+  variables = model.init(jax.random.key(0), short, lengths, k)
+  apply = jax.jit(model.apply, static_argnames="decide")
+  a = apply(variables, short, lengths, k)
+  b = apply(variables, long, lengths, k)
+  np.testing.assert_allclose(a.logits, b.logits, rtol=1e-6, atol=1e-6)
+  real = np.asarray(a.mask)
+  np.testing.assert_array_equal(np.asarray(b.mask)[:, :7], real)
+  np.testing.assert_allclose(np.asarray(a.gate_logits)[real], np.asarray(b.gate_logits)[:, :7][real],
+                             rtol=1e-6)
+  np.testing.assert_array_equal(np.asarray(b.readable)[:, :7], np.asarray(a.readable))
+  assert not np.asarray(b.readable)[~np.asarray(b.mask)].any()
+  assert not np.asarray(b.attention)[~np.asarray(b.mask)].any()
+  # sampled gates never open at padding; the loss ignores padding tokens
+  sampled = apply(variables, long, lengths, k, decide="sample", rng=jax.random.key(5))
+  assert not np.asarray(sampled.readable)[~np.asarray(sampled.mask)].any()
+  ll, weights = jnp.zeros(2), jnp.ones(2)
+  garbage = jnp.where(sampled.mask, sampled.gate_logits, 7.0)
+  args = dict(beta=0.1, gamma=0.2, entropy_weight=0.1)
+  assert focused_loss(ll, sampled.gate_logits, sampled.readable, sampled.mask, weights,
+                      **args)[0] == focused_loss(ll, garbage, sampled.readable, sampled.mask,
+                                                 weights, **args)[0]
+  np.testing.assert_array_equal(gate_log_prob(garbage, sampled.readable, sampled.mask),
+                                gate_log_prob(sampled.gate_logits, sampled.readable,
+                                              sampled.mask))
+
+
+def test_threshold_gate_and_baselines_on_the_same_code():
+  rng = np.random.default_rng(4)
+  x = rng.normal(size=(2, 9, 3)).astype(np.float32)
+  mask = np.arange(9)[None] < np.array([[9], [6]])
+  q = rng.normal(size=(2, 5)).astype(np.float32)             # Dq != H: projected
+  encoded = {}
+  for kind in ("fhe", "lstm1", "lstm2"):
+    encoder = FocusedEncoder(features=4, kind=kind, gate_hidden=3)
+    variables, encoded[kind] = jax.jit(lambda x, m, q, e=encoder: e.init_with_output(
+        jax.random.key(0), x, m, q)[::-1])(x, mask, q)
+    names = set(variables["params"])
+    assert names == {"fhe": {"lower", "question", "gate", "upper"}, "lstm1": {"lower"},
+                     "lstm2": {"lower", "upper"}}[kind]
+  fhe = encoded["fhe"]
+  np.testing.assert_array_equal(fhe.readable, (np.asarray(fhe.gate_logits) >= 0) & mask)
+  for kind in ("lstm1", "lstm2"):
+    np.testing.assert_array_equal(encoded[kind].readable, mask)
+    assert encoded[kind].gate_logits is None
+  with pytest.raises(ValueError, match="sampled gates need an rng"):
+    FocusedEncoder(4).init(jax.random.key(0), x, mask, q, decide="sample")
