@@ -78,7 +78,7 @@ DEFAULT = GENERATIONS["v5e"]    # a TPU form traced for no known device (lowerin
 # rows), graph mixing (target rows, sources); multiples of Mosaic's (8, 128)
 # tiles and of the MXU. At the paper's sizes (d 512, H 256, float32) each
 # call's VMEM estimate (`ops.pallas.tpu_vmem`) stays within the scoped limit:
-# 6.9 MiB (tied softmax, (256, 512)) and 15.8 MiB ((512, 1024), v6e's 32).
+# the tied softmax's 8.75 MiB at (256, 512), 19.5 MiB at (512, 1024) (v6e: 32).
 KERNEL_BLOCKS = {
     name: {"tied_softmax": (2 * g.mxu, 4 * g.mxu), "graph_mix": (g.mxu, g.mxu)}
     for name, g in GENERATIONS.items()

@@ -29,7 +29,8 @@ from glomo_jax.ops.pallas.graph_mix_tiles import (acc_dtype, cost, dot, first_ta
 from glomo_jax.ops.sparse_graph import EPSILON
 
 # in-kernel [rows, sources] tiles counted in a call's VMEM estimate: the
-# scores / weights and their square (forward); a, dG and ds (gradients)
+# scores / weights and their square (forward); a, dG and ds (gradients);
+# with them, each accumulator's update (its scratch's shape)
 _TILES = {"forward": 2, "dq": 3, "dkv": 3}
 
 
@@ -140,11 +141,11 @@ def _call(plan, kernel, grid, in_specs, out_specs, out_shape, scratch, name, whi
   q, k, v = args[0], args[-3], args[-2]
   acc = acc_dtype(q)
   tile = ((plan.block_rows, plan.block_sources), acc)
+  scratch = [(s, acc) for s in scratch]
   return tpu_call(functools.partial(kernel, plan=plan, acc=acc), args, name=name, grid=grid,
                   in_specs=in_specs, out_specs=out_specs, out_shape=out_shape,
-                  scratch=[(s, acc) for s in scratch],
-                  semantics=("parallel", "parallel", "parallel", "arbitrary"),
-                  intermediates=[tile] * _TILES[which],
+                  scratch=scratch, semantics=("parallel", "parallel", "parallel", "arbitrary"),
+                  intermediates=[tile] * _TILES[which] + scratch,
                   cost=cost(plan, which, q, k, v.shape[3], v.dtype),
                   interpret=plan.mode.interpret)
 

@@ -23,8 +23,11 @@ from glomo_jax.ops.pallas.tied_softmax_tiles import (init_carry, rows_cost, rows
                                                      vocab_cost, vocab_tile)
 
 # in-kernel [rows, V-tile] tiles counted in a call's VMEM estimate: compiled
-# for a v5e (float32, d 512, blocks (256, 512) to (2048, 512)), each kernel
-# needed its double-buffered blocks and scratch and at most two logits tiles
+# for a v5e (float32, d 512, blocks (256, 512) to (2048, 512) and (1024,
+# 2048)), each kernel needed its double-buffered blocks and scratch and at
+# most two logits tiles; with them, the masked table tile [V-tile, d] and
+# each accumulator's update (its scratch's shape: p·E, dE's share), which
+# count at a large d
 _TILES = 2
 
 
@@ -73,7 +76,7 @@ def rows_tpu(plan, hidden, table, targets, with_grad, vocab, acc):
                 pl.BlockSpec((br, 1), lambda i, s, j: (i, 0))],
       out_specs=out_specs, out_shape=out_shape, scratch=scratch,
       semantics=("parallel", "parallel", "arbitrary"),
-      intermediates=[((br, bv), acc)] * _TILES,
+      intermediates=[((br, bv), acc)] * _TILES + [((bv, d), table.dtype)] + scratch,
       cost=rows_cost(plan, hidden, table, with_grad, acc, row_reads=1),
       interpret=plan.mode.interpret)
   return [o[..., 0] for o in out[:3]] + list(out[3:])
@@ -108,5 +111,6 @@ def vocab_tpu(plan, hidden, table, targets, weights, lse, acc):
                 pl.BlockSpec((br, d), lambda j, i: (i, 0)), col(), col(), col()],
       out_specs=pl.BlockSpec((bv, d), lambda j, i: (j, 0)),
       out_shape=jax.ShapeDtypeStruct(table.shape, acc), scratch=[((bv, d), acc)],
-      semantics=("parallel", "arbitrary"), intermediates=[((br, bv), acc)] * _TILES,
+      semantics=("parallel", "arbitrary"),
+      intermediates=[((br, bv), acc)] * _TILES + [((bv, d), acc)],     # + dE's share
       cost=vocab_cost(plan, hidden, table, acc), interpret=plan.mode.interpret)
