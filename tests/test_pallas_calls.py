@@ -196,10 +196,30 @@ def test_a_large_explicit_block_raises_its_calls_vmem_limit(calls):
     loss_and_grads(4096, 8192, 512, block_rows=1024, block_vocab=1024)
   assert defaults == {"tied_softmax_rows_tpu": None, "tied_softmax_vocab_tpu": None}
   f32 = np.dtype(np.float32)
+  scratch = [((1024, 1), f32)] * 3 + [((1024, 512), f32)]                     # m, l, t, u
   rows = tpu_vmem(
       [((1024, 512), f32), ((1024, 512), f32), ((1024, 1), np.int32)],          # h, E, y
-      [((1024, 1), f32)] * 3 + [((1024, 512), f32)],                            # m, l, t, u
-      [((1024, 1), f32)] * 3 + [((1024, 512), f32)], [((1024, 1024), f32)] * 2)
-  assert rows == 2 * (4.5 + 3.5) * MiB + 3.5 * MiB + 8 * MiB
+      scratch,                                                                  # the outputs
+      scratch, [((1024, 1024), f32)] * 2 + [((1024, 512), f32)] + scratch)      # logits, E, updates
+  assert rows == 2 * (4.5 + 3.5) * MiB + 3.5 * MiB + (8 + 2 + 3.5) * MiB
   assert calls["tied_softmax_rows_tpu"][0]["compiler_params"].vmem_limit_bytes == (
       -(-int(1.25 * rows) // MiB) * MiB)
+
+
+def test_a_kernel_short_of_the_whole_vmem_is_named_in_one_line():
+  # the compiler's words (abridged) when a call's limit is the whole VMEM
+  from glomo_jax.train.memory import does_not_fit  # noqa: PLC0415
+  label = ("XLA label: jvp_tied_softmax_vocab_tpu_.1 = custom-call(table.1, h.1, ...(+1)), "
+           'custom_call_target="tpu_custom_call", operand_layout_constraints={}')
+  head = ("RESOURCE_EXHAUSTED: XLA:TPU compile permanent error. Ran out of memory in memory "
+          "space vmem. Used 135.82M of 128.00M vmem. Exceeded vmem capacity by 7.82M. "
+          "Largest program allocations in vmem: ")
+  spill = ("1. Size: 81.67M XLA label: register allocator spill slots in HLO :: "
+           "jvp_tied_softmax_rows_tpu_.1 Allocation type: scoped 2. Size: 4.00M ")
+  for text, kernel in ((head + "1. Size: 64.00M " + label, "tied_softmax_vocab_tpu"),
+                       (head + spill + label.replace("vocab", "rows"), "tied_softmax_rows_tpu")):
+    error = does_not_fit("loss", "TPU v5 lite (1 device)", RuntimeError(text))
+    assert str(error).startswith(
+        f"the loss does not fit on TPU v5 lite (1 device): the Pallas kernel {kernel} needs "
+        "135.8 MiB of VMEM, its limit is 128.0 MiB; "), str(error)
+    assert (error.memory, error.available) == ("VMEM", 128 * MiB)
