@@ -10,12 +10,14 @@ Cloud TPU's system architecture pages and `jax.experimental.pallas.tpu`'s
 defaults (16 MiB, 32 MiB on v6e), which its own messages state
 ("Scoped allocation with size … and limit 16.00M").
 
-The kernels' blocks per generation (`KERNEL_BLOCKS`) are chosen here: each
-kernel's VMEM at those blocks stays within the generation's scoped limit
-at the paper model's sizes (tests/test_tpu_compile.py compiles them for
-every generation); larger blocks on the chips with 128 MiB of VMEM would
-need a higher limit (`ops.pallas.tpu_compiler_params` raises it when a
-call's estimate asks for it) and have not been timed on a TPU.
+The kernels' blocks per generation (`KERNEL_BLOCKS`) are chosen here, from
+the width of the generation's matrix units (`mxu`: 128, 256 on v6e): the
+graph kernel's tiles one MXU square, the tied softmax's (2, 4) times the
+width. Each kernel's VMEM at those blocks stays within the generation's
+scoped limit at the paper model's sizes (tests/test_tpu_compile.py compiles
+them); a call whose estimate passes it gets a higher limit
+(`ops.pallas.tpu_compiler_params`), up to the VMEM. The blocks have not
+been timed on a TPU.
 """
 from __future__ import annotations
 
@@ -36,6 +38,7 @@ class Generation:
     torus: 2 (v5e, v6e) or 3 (v4, v5p) axes of chips.
     hbm_gib: HBM per device. vmem_mib: VMEM per TensorCore.
     scoped_vmem_mib: the compiler's default VMEM limit of one kernel.
+    mxu: the side of a matrix unit's systolic array (128, or 256 on v6e).
   """
   name: str
   device_kind: str
@@ -44,6 +47,7 @@ class Generation:
   hbm_gib: int
   vmem_mib: int
   scoped_vmem_mib: int
+  mxu: int
 
   @property
   def hbm_bytes(self) -> int:
@@ -59,10 +63,10 @@ class Generation:
 
 
 GENERATIONS = {
-    "v4": Generation("v4", "TPU v4", True, 3, 32, 16, 16),
-    "v5e": Generation("v5e", "TPU v5 lite", False, 2, 16, 128, 16),
-    "v5p": Generation("v5p", "TPU v5", True, 3, 95, 64, 16),
-    "v6e": Generation("v6e", "TPU v6 lite", False, 2, 32, 128, 32),
+    "v4": Generation("v4", "TPU v4", True, 3, 32, 16, 16, 128),
+    "v5e": Generation("v5e", "TPU v5 lite", False, 2, 16, 128, 16, 128),
+    "v5p": Generation("v5p", "TPU v5", True, 3, 95, 64, 16, 128),
+    "v6e": Generation("v6e", "TPU v6 lite", False, 2, 32, 128, 32, 256),
 }
 # what devices of each generation call themselves (compile-only ones as real ones)
 _KINDS = {g.device_kind: g for g in GENERATIONS.values()}
@@ -72,10 +76,12 @@ DEFAULT = GENERATIONS["v5e"]    # a TPU form traced for no known device (lowerin
 
 # Pallas kernels' TPU blocks per generation: tied softmax (rows, vocabulary
 # rows), graph mixing (target rows, sources); multiples of Mosaic's (8, 128)
-# tiles. At the paper's sizes (d 512, H 256) each call's VMEM stays under
-# 16 MiB, every generation's scoped limit.
+# tiles and of the MXU. At the paper's sizes (d 512, H 256, float32) each
+# call's VMEM estimate (`ops.pallas.tpu_vmem`) stays within the scoped limit:
+# the tied softmax's 8.75 MiB at (256, 512), 19.5 MiB at (512, 1024) (v6e: 32).
 KERNEL_BLOCKS = {
-    name: {"tied_softmax": (256, 512), "graph_mix": (128, 128)} for name in GENERATIONS
+    name: {"tied_softmax": (2 * g.mxu, 4 * g.mxu), "graph_mix": (g.mxu, g.mxu)}
+    for name, g in GENERATIONS.items()
 }
 
 

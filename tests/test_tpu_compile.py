@@ -10,6 +10,7 @@ train step is compiled at its own sizes (V 100,000, batch 32 × 200).
 import functools
 import importlib.util
 import os
+import re
 import subprocess
 import sys
 
@@ -31,6 +32,7 @@ from glomo_jax.images.cifar import CifarConfig
 from glomo_jax.pretraining import PretrainConfig
 from glomo_jax.pretraining.pixels import ImagePretrainConfig
 from glomo_jax.squad import SquadConfig
+from glomo_jax.tpu import GENERATIONS, KERNEL_BLOCKS, MiB
 from glomo_jax.train.memory import GiB, ProgramDoesNotFitError
 from glomo_jax.train.tpu_slices import compile_devices, parse_slice
 
@@ -165,23 +167,57 @@ def test_a_run_that_cannot_fit_stops_before_its_first_step(tmp_path):
   assert not os.listdir(tmp_path / "run" / "checkpoints")
 
 
-def test_kernel_blocks_over_the_vmem_limit_fail_naming_the_kernel():
+def tied_softmax_loss_program(n: int, v: int, d: int, blocks: tuple[int, int], name="v5e-8"):
+  """(the program of the tied softmax's gradient in the table at these
+  blocks, on one device of the slice; its abstract table and batch)."""
   from glomo_jax.ops.pallas.tied_softmax import fused_tied_softmax_cross_entropy  # noqa: PLC0415
   from glomo_jax.train.programs import Program  # noqa: PLC0415
   from glomo_jax.train.sharding import make_mesh  # noqa: PLC0415
-  n, v, d = 4096, 8192, 512
-  mesh = make_mesh(1, 1, devices("v5e-8")[:1])
+  mesh = make_mesh(1, 1, devices(name)[:1])
   loss = lambda table, batch: jax.grad(lambda t: fused_tied_softmax_cross_entropy(
-      batch["hidden"], t, batch["targets"], batch["weights"], block_rows=2048,
-      block_vocab=4096)[0])(table)
-  program = Program("loss", loss, mesh, None, None)
-  with jax.set_mesh(mesh), pytest.raises(
-      ProgramDoesNotFitError, match=r"the Pallas kernel tied_softmax_rows_tpu needs [\d.]+ MiB "
-                                    r"of VMEM, its limit is 16.0 MiB"):
-    program.compile(jax.ShapeDtypeStruct((v, d), jnp.float32),
-                    {"hidden": jax.ShapeDtypeStruct((n, d), jnp.float32),
-                     "targets": jax.ShapeDtypeStruct((n,), jnp.int32),
-                     "weights": jax.ShapeDtypeStruct((n,), jnp.float32)})
+      batch["hidden"], t, batch["targets"], batch["weights"], block_rows=blocks[0],
+      block_vocab=blocks[1])[0])(table)
+  batch = {"hidden": jax.ShapeDtypeStruct((n, d), jnp.float32),
+           "targets": jax.ShapeDtypeStruct((n,), jnp.int32),
+           "weights": jax.ShapeDtypeStruct((n,), jnp.float32)}
+  return Program("loss", loss, mesh, None, None), jax.ShapeDtypeStruct((v, d), jnp.float32), batch
+
+
+def test_kernel_blocks_over_the_scoped_vmem_compile_with_a_raised_limit():
+  # blocks (1024, 1024) at d 512: each kernel needs more VMEM than a v5e's
+  # scoped 16 MiB (the rows kernel ~27 MiB by the compiler's count); each
+  # call's limit is raised to 1.25 × its estimate, within the 128 MiB
+  program, table, batch = tied_softmax_loss_program(4096, 8192, 512, (1024, 1024))
+  with jax.set_mesh(program.mesh):
+    text = jax.jit(program.fn).lower(table, batch).as_text()
+    program.compile(table, batch)
+  limits = [int(x) for x in re.findall(r"scoped_memory_configs\\22: \[\{\\22memory_space"
+                                       r"\\22:1, \\22offset\\22: 0, \\22size\\22: (\d+)", text)]
+  assert len(limits) == 2 and all(16 * MiB < x < 128 * MiB for x in limits), limits
+
+
+def test_kernel_blocks_over_the_vmem_limit_fail_naming_the_kernel():
+  # a table tile of 16,384 rows × 1,024 (64 MiB, two buffers): the call's
+  # limit is raised to the whole VMEM and the compile still fails, naming the
+  # kernel (the (2048, 4096) blocks that failed at the scoped 16 MiB now fit)
+  program, table, batch = tied_softmax_loss_program(8, 16384, 1024, (8, 16384))
+  with jax.set_mesh(program.mesh), pytest.raises(
+      ProgramDoesNotFitError, match=r"the Pallas kernel tied_softmax_(rows|vocab)_tpu needs "
+                                    r"[\d.]+ MiB of VMEM, its limit is 128.0 MiB"):
+    program.compile(table, batch)
+
+
+def test_slice_devices_give_the_kernels_their_generation():
+  # a mesh of a slice's compile-only devices: the kernels' TPU generation
+  # (its blocks and VMEM) is the slice's
+  from glomo_jax.ops.pallas import kernel_mode, tpu_blocks, tpu_generation  # noqa: PLC0415
+  from glomo_jax.train.sharding import make_mesh  # noqa: PLC0415
+  for name, generation, count in (("v4-8", "v4", 4), ("v6e-8", "v6e", 8), ("v5p-8", "v5p", 4)):
+    mesh = make_mesh(count, 1, devices(name))
+    with jax.set_mesh(mesh):
+      assert tpu_generation() is GENERATIONS[generation], name
+      assert tpu_blocks("tied_softmax") == KERNEL_BLOCKS[generation]["tied_softmax"]
+      assert kernel_mode().form == "tpu"
 
 
 def test_find_batch_finds_the_largest_batch_under_the_limit():

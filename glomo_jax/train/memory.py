@@ -29,6 +29,16 @@ _HBM = re.compile(r"\(([\d.]+)([KMGT])\)\s*exceeds available HBM\s*\(([\d.]+)([K
 # %jvp_tied_softmax_rows_tpu_.1 = ... Scoped allocation with size 54.50M and limit 16.00M"
 _VMEM = re.compile(r"Scoped allocation with size ([\d.]+)([KMGT]) and limit ([\d.]+)([KMGT])")
 _VMEM_KERNEL = re.compile(r"allocating on stack for %(?:jvp_|transpose_)*(\w+?)_?(?:\.\d+)? =")
+# and of a kernel whose VMEM limit is raised to the whole VMEM and is still
+# short: "Ran out of memory in memory space vmem. Used 135.82M of 128.00M
+# vmem. … Largest program allocations in vmem: 1. … XLA label:
+# jvp_tied_softmax_vocab_tpu_.1 = custom-call(…), custom_call_target="tpu_custom_call""
+# (or "… spill slots in HLO :: jvp_tied_softmax_rows_tpu_.1"): the first
+# Mosaic call named is the largest allocation's
+_VMEM_TOTAL = re.compile(r"Ran out of memory in memory space vmem\. Used ([\d.]+)([KMGT]) of "
+                         r"([\d.]+)([KMGT]) vmem")
+_MOSAIC_LABEL = re.compile(r"XLA label: %?([\w.]+) = custom-call\((?:(?!XLA label).)*?\), "
+                           r'custom_call_target="tpu_custom_call"')
 # what a user changes when a program does not fit, whatever the run kind
 ADVICE = ("lower the batch ({batch}), split the parameters and optimiser state over more "
           "devices (--config.loop.mesh_fsdp=N) or change the kernels "
@@ -82,6 +92,16 @@ def is_out_of_memory(error: BaseException) -> bool:
   return "RESOURCE_EXHAUSTED" in str(error)
 
 
+def _largest_mosaic_call(text: str) -> str | None:
+  """The kernel (pallas_call name) of the Mosaic call that a VMEM message
+  names first (`_VMEM_TOTAL`), or None."""
+  labels = {m.group(1) for m in _MOSAIC_LABEL.finditer(text)}
+  if not labels:
+    return None
+  first = min(labels, key=text.find)
+  return re.sub(r"_?\.\d+$", "", re.sub(r"^(?:jvp_|transpose_)+", "", first))
+
+
 def does_not_fit(name: str, device: str, error: BaseException,
                  batch_flag: str = "--config.batch_size") -> ProgramDoesNotFitError:
   """The one-line error of `name` refused by the compiler for `device` (a
@@ -95,10 +115,11 @@ def does_not_fit(name: str, device: str, error: BaseException,
     return ProgramDoesNotFitError(
         f"the {name} does not fit on {device}: it needs {needed / GiB:.2f} GiB of HBM per "
         f"device, {available / GiB:.2f} GiB are available; {advice}", needed, available)
-  vmem = _VMEM.search(text)
+  vmem = _VMEM.search(text) or _VMEM_TOTAL.search(text)
   if vmem:
     kernel = _VMEM_KERNEL.search(text)
-    what = f"the Pallas kernel {kernel.group(1)}" if kernel else "a Pallas kernel"
+    kernel = kernel.group(1) if kernel else _largest_mosaic_call(text)
+    what = f"the Pallas kernel {kernel}" if kernel else "a Pallas kernel"
     needed, limit = _bytes(*vmem.group(1, 2)), _bytes(*vmem.group(3, 4))
     return ProgramDoesNotFitError(
         f"the {name} does not fit on {device}: {what} needs {needed / 2 ** 20:.1f} MiB of "

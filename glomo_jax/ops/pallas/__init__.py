@@ -30,16 +30,26 @@ is split over every axis of the mesh as `train.sharding` splits batches.
 Compiled for a GPU, Triton loads only tensors whose sizes are powers of two:
 the feature width d (the loss) and the head widths H and d / K (the graph
 kernel) must be.
+
+Every call goes through `pallas_call`, which requires a `pl.CostEstimate`
+(XLA's scheduler sees a custom call's cost only through it). A TPU form's
+default blocks and VMEM limit follow the target's generation
+(`tpu_generation`, `glomo_jax.tpu.KERNEL_BLOCKS`); `tpu_call` estimates each
+call's VMEM and raises its limit where the estimate passes the generation's
+scoped default (`vmem_limit`).
 """
 from __future__ import annotations
 
 import contextlib
 import contextvars
 import dataclasses
-from typing import Callable, Iterator
+from typing import Callable, Iterator, Sequence
 
 import jax
+import numpy as np
 from jax.sharding import PartitionSpec as P
+
+from glomo_jax.tpu import DEFAULT, KERNEL_BLOCKS, MiB, Generation, generation_of
 
 FORMS = ("gpu", "tpu")
 GPU_PLATFORMS = ("gpu", "cuda", "rocm")
@@ -170,15 +180,97 @@ def round_up(n: int, multiple: int) -> int:
   return -(-n // multiple) * multiple
 
 
-def tpu_params(semantics):
-  """Mosaic's compiler parameters for a grid of these dimension semantics
-  ('parallel' / 'arbitrary'); imported when a TPU form is traced."""
-  from jax.experimental.pallas import tpu as pltpu  # noqa: PLC0415
-  return pltpu.CompilerParams(dimension_semantics=semantics)
+def pallas_call(kernel: Callable, *, name: str, cost, **kwargs):
+  """`pl.pallas_call(kernel, name=name, cost_estimate=cost, **kwargs)`: every
+  kernel's call, which must state its cost (`pl.CostEstimate`: flops,
+  transcendentals, bytes_accessed, ints)."""
+  from jax.experimental import pallas as pl  # noqa: PLC0415
+  if not isinstance(cost, pl.CostEstimate):
+    raise TypeError(f"the Pallas call {name} needs a pl.CostEstimate, got {cost!r}")
+  return pl.pallas_call(kernel, name=name, cost_estimate=cost, **kwargs)
 
 
-def vmem(shape, dtype):
-  """A VMEM scratch buffer of a TPU form (accumulators across the grid's
-  sequential axis)."""
+# ---- TPU generations, VMEM -------------------------------------------------------------
+def tpu_generation() -> Generation:
+  """The TPU generation the kernels traced now are for: the context mesh's
+  device kind when its devices are TPUs (compile-only devices too), else
+  the default backend's when it is a TPU, else `glomo_jax.tpu.DEFAULT`
+  (`lowering_for('tpu')` on another host, or a kind the table lacks)."""
+  mesh = _mesh()
+  device = None if mesh is None else mesh.abstract_device
+  if device is not None and device.platform == "tpu":
+    return generation_of(device.device_kind) or DEFAULT
+  if jax.default_backend() == "tpu":
+    return generation_of(jax.devices()[0].device_kind) or DEFAULT
+  return DEFAULT
+
+
+def tpu_blocks(kernel: str) -> tuple[int, int]:
+  """A TPU form's default blocks ('tied_softmax', 'graph_mix') for the
+  target's generation (`glomo_jax.tpu.KERNEL_BLOCKS`)."""
+  return KERNEL_BLOCKS[tpu_generation().name][kernel]
+
+
+def vmem_bytes(shape: Sequence[int], dtype) -> int:
+  """Bytes of an array of `shape` in VMEM: Mosaic stores the last two axes
+  in tiles of (8 · 4 / itemsize) sublanes × 128 lanes, so a [rows, 1]
+  column takes 128 lanes a row (a 1-axis array is one row)."""
+  itemsize = np.dtype(dtype).itemsize
+  shape = (1,) * max(0, 2 - len(shape)) + tuple(shape)
+  sublanes = 8 * max(1, 4 // itemsize)
+  return (int(np.prod(shape[:-2], dtype=np.int64)) * round_up(shape[-2], sublanes)
+          * round_up(shape[-1], 128) * itemsize)
+
+
+def vmem_limit(estimate: int, generation: Generation) -> int | None:
+  """The `vmem_limit_bytes` of a TPU call whose VMEM `estimate` is given:
+  None (the compiler's scoped default) while the estimate is within the
+  generation's scoped limit; else 1.25 × the estimate in whole MiB, at
+  most the generation's VMEM (a call needing more fails to compile, the
+  compiler naming the kernel)."""
+  if estimate <= generation.scoped_vmem_bytes:
+    return None
+  return min(round_up(int(1.25 * estimate), MiB), generation.vmem_bytes)
+
+
+def tpu_compiler_params(semantics: Sequence[str], vmem_estimate: int):
+  """Mosaic's compiler parameters: the grid's dimension semantics
+  ('parallel' / 'arbitrary') and the VMEM limit of a call whose VMEM
+  estimate is given (`vmem_limit` for the target's generation)."""
   from jax.experimental.pallas import tpu as pltpu  # noqa: PLC0415
-  return pltpu.VMEM(shape, dtype)
+  return pltpu.CompilerParams(dimension_semantics=tuple(semantics),
+                              vmem_limit_bytes=vmem_limit(vmem_estimate, tpu_generation()))
+
+
+def _block_shape(spec) -> tuple[int, ...]:
+  """A BlockSpec's block as the kernel sees it (squeezed axes dropped)."""
+  return tuple(n for n in spec.block_shape if isinstance(n, int))
+
+
+def tpu_vmem(in_blocks, out_blocks, scratch, intermediates) -> int:
+  """Estimated VMEM of a TPU call, each argument a list of (shape, dtype):
+  its input and output blocks twice (the pipeline fetches the next grid
+  step's blocks and writes back the last one's while computing), its
+  scratch, and the in-kernel intermediates that Mosaic holds in VMEM (the
+  tiles too large for the vector registers)."""
+  size = lambda blocks: sum(vmem_bytes(s, d) for s, d in blocks)
+  return 2 * (size(in_blocks) + size(out_blocks)) + size(scratch) + size(intermediates)
+
+
+def tpu_call(kernel: Callable, args: Sequence[jax.Array], *, name: str, grid, in_specs,
+             out_specs, out_shape, scratch, semantics, intermediates, cost,
+             interpret: bool):
+  """A TPU form's call `kernel(*args)`: `pallas_call` with `scratch` ((shape,
+  dtype) VMEM buffers) and the VMEM limit of its estimate (`tpu_vmem` of
+  the blocks of `in_specs` / `out_specs`, the scratch and `intermediates`)."""
+  from jax.experimental.pallas import tpu as pltpu  # noqa: PLC0415
+  outs = out_shape if isinstance(out_shape, (list, tuple)) else [out_shape]
+  specs = out_specs if isinstance(out_specs, (list, tuple)) else [out_specs]
+  estimate = tpu_vmem([(_block_shape(s), a.dtype) for s, a in zip(in_specs, args)],
+                      [(_block_shape(s), o.dtype) for s, o in zip(specs, outs)],
+                      scratch, intermediates)
+  return pallas_call(kernel, name=name, cost=cost, grid=grid, in_specs=in_specs,
+                     out_specs=out_specs, out_shape=out_shape,
+                     scratch_shapes=[pltpu.VMEM(s, d) for s, d in scratch],
+                     compiler_params=tpu_compiler_params(semantics, estimate),
+                     interpret=interpret)(*args)

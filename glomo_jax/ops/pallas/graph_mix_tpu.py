@@ -1,6 +1,7 @@
 """The TPU (Mosaic) form of the fused graph mixing (`graph_mix`): the loop
 axis of each kernel is the grid's last, sequential ('arbitrary') axis with
-the accumulators in VMEM scratch across it; the tile math is the GPU form's.
+the accumulators in VMEM scratch across it; the tile math is
+`graph_mix_tiles`'.
 
 Layout for Mosaic's (8, 128) tiles: heads lead, so a block's last two axes
 are whole rows of one head (values [b, K, T, C], not [b, T, K, C]); the
@@ -20,19 +21,17 @@ import functools
 
 import jax
 import jax.numpy as jnp
-from jax import lax
 from jax.experimental import pallas as pl
 
-from glomo_jax.ops.pallas import tpu_params as _tpu_params, vmem as _vmem
-from glomo_jax.ops.pallas.graph_mix import _acc, _dot, _score_grad, _source_bound, _weights
+from glomo_jax.ops.pallas import tpu_call
+from glomo_jax.ops.pallas.graph_mix_tiles import (acc_dtype, cost, dot, first_target,
+                                                  score_grad, source_bound, weights)
 from glomo_jax.ops.sparse_graph import EPSILON
 
-
-def _first_target(plan, j):
-  """The first target block that source block j feeds (0 unless causal)."""
-  if not plan.causal:
-    return 0
-  return lax.div(j * plan.block_sources, jnp.int32(plan.block_rows))
+# in-kernel [rows, sources] tiles counted in a call's VMEM estimate: the
+# scores / weights and their square (forward); a, dG and ds (gradients);
+# with them, each accumulator's update (its scratch's shape)
+_TILES = {"forward": 2, "dq": 3, "dkv": 3}
 
 
 # ---- kernels ------------------------------------------------------------------------
@@ -45,9 +44,9 @@ def _forward_kernel(q_ref, theta_ref, rows_ref, row_ok_ref, k_ref, v_ref, src_ok
     num_acc[...] = jnp.zeros(num_acc.shape, acc)
     z_acc[...] = jnp.zeros(z_acc.shape, acc)
 
-  @pl.when(j < _source_bound(plan, i, pl.num_programs(3)))
+  @pl.when(j < source_bound(plan, i, pl.num_programs(3)))
   def _tile():
-    a = _weights(q_ref[...], k_ref[...], theta_ref[...], rows_ref[...], row_ok_ref[...],
+    a = weights(q_ref[...], k_ref[...], theta_ref[...], rows_ref[...], row_ok_ref[...],
                  src_ok_ref[...], j * plan.block_sources, acc)
     a2 = a * a
     v = v_ref[...]
@@ -70,12 +69,12 @@ def _dq_kernel(q_ref, theta_ref, rows_ref, row_ok_ref, dm_ref, z_ref, inner_ref,
     dq_acc[...] = jnp.zeros(dq_acc.shape, acc)
     dtheta_acc[...] = jnp.zeros(dtheta_acc.shape, acc)
 
-  @pl.when(j < _source_bound(plan, i, pl.num_programs(3)))
+  @pl.when(j < source_bound(plan, i, pl.num_programs(3)))
   def _tile():
     k = k_ref[...]
-    a = _weights(q_ref[...], k, theta_ref[...], rows_ref[...], row_ok_ref[...],
+    a = weights(q_ref[...], k, theta_ref[...], rows_ref[...], row_ok_ref[...],
                  src_ok_ref[...], j * plan.block_sources, acc)
-    ds = _score_grad(a, _dot(dm_ref[...], v_ref[...], ((1,), (1,)), acc), z_ref[...],
+    ds = score_grad(a, dot(dm_ref[...], v_ref[...], ((1,), (1,)), acc), z_ref[...],
                      inner_ref[...])
     dq_acc[...] += jnp.dot(ds.astype(k.dtype), k, preferred_element_type=acc)
     dtheta_acc[...] -= ds.sum(1, keepdims=True)
@@ -95,14 +94,14 @@ def _dkv_kernel(q_ref, theta_ref, rows_ref, row_ok_ref, dm_ref, z_ref, inner_ref
     dk_acc[...] = jnp.zeros(dk_acc.shape, acc)
     dv_acc[...] = jnp.zeros(dv_acc.shape, acc)
 
-  @pl.when(i >= _first_target(plan, j))
+  @pl.when(i >= first_target(plan, j))
   def _tile():
     q, dm, z = q_ref[...], dm_ref[...], z_ref[...]
-    a = _weights(q, k_ref[...], theta_ref[...], rows_ref[...], row_ok_ref[...],
+    a = weights(q, k_ref[...], theta_ref[...], rows_ref[...], row_ok_ref[...],
                  src_ok_ref[...], j * plan.block_sources, acc)
-    dv_acc[...] += _dot((a * a / z).astype(dm.dtype), dm, ((0,), (0,)), acc)
-    ds = _score_grad(a, _dot(dm, v_ref[...], ((1,), (1,)), acc), z, inner_ref[...])
-    dk_acc[...] += _dot(ds.astype(q.dtype), q, ((0,), (0,)), acc)
+    dv_acc[...] += dot((a * a / z).astype(dm.dtype), dm, ((0,), (0,)), acc)
+    ds = score_grad(a, dot(dm, v_ref[...], ((1,), (1,)), acc), z, inner_ref[...])
+    dk_acc[...] += dot(ds.astype(q.dtype), q, ((0,), (0,)), acc)
 
   @pl.when(i == pl.num_programs(3) - 1)
   def _out():
@@ -119,9 +118,9 @@ def _specs(plan, h, c, by_rows: bool):
   br, bs = plan.block_rows, plan.block_sources
   if by_rows:
     ti = lambda i, j: i
-    si = lambda i, j: jnp.minimum(j, _source_bound(plan, i, 1 << 30) - 1)
+    si = lambda i, j: jnp.minimum(j, source_bound(plan, i, 1 << 30) - 1)
   else:
-    ti = lambda j, i: jnp.maximum(i, _first_target(plan, j))
+    ti = lambda j, i: jnp.maximum(i, first_target(plan, j))
     si = lambda j, i: j
   column = lambda: pl.BlockSpec((None, None, br, 1), lambda b, hd, o, n: (b, hd, ti(o, n), 0))
   target = [pl.BlockSpec((None, None, br, h), lambda b, hd, o, n: (b, hd, ti(o, n), 0)),
@@ -136,14 +135,19 @@ def _specs(plan, h, c, by_rows: bool):
   return target, source
 
 
-def _call(plan, kernel, grid, in_specs, out_specs, out_shape, scratch, name, *args):
-  return pl.pallas_call(
-      functools.partial(kernel, plan=plan, acc=_acc(args[0])), grid=grid,
-      in_specs=in_specs, out_specs=out_specs, out_shape=out_shape,
-      scratch_shapes=[_vmem(s, _acc(args[0])) for s in scratch], name=name,
-      interpret=plan.mode.interpret,
-      compiler_params=_tpu_params(("parallel", "parallel", "parallel", "arbitrary")),
-  )(*args)
+def _call(plan, kernel, grid, in_specs, out_specs, out_shape, scratch, name, which, *args):
+  """The call of `kernel` on args (q first, k and v among them) with VMEM
+  scratch buffers of these shapes; `which` names its cost and tiles."""
+  q, k, v = args[0], args[-3], args[-2]
+  acc = acc_dtype(q)
+  tile = ((plan.block_rows, plan.block_sources), acc)
+  scratch = [(s, acc) for s in scratch]
+  return tpu_call(functools.partial(kernel, plan=plan, acc=acc), args, name=name, grid=grid,
+                  in_specs=in_specs, out_specs=out_specs, out_shape=out_shape,
+                  scratch=scratch, semantics=("parallel", "parallel", "parallel", "arbitrary"),
+                  intermediates=[tile] * _TILES[which] + scratch,
+                  cost=cost(plan, which, q, k, v.shape[3], v.dtype),
+                  interpret=plan.mode.interpret)
 
 
 def _tpu_layout(theta, rows, row_ok, src_ok, v):
@@ -154,7 +158,7 @@ def _tpu_layout(theta, rows, row_ok, src_ok, v):
 
 
 def forward_tpu(plan, q, k, theta, v, rows, row_ok, src_ok):
-  """`graph_mix._forward`'s results, (m [b, rp, K, C], z [b, K, rp])."""
+  """`graph_mix_gpu.forward_gpu`'s results, (m [b, rp, K, C], z [b, K, rp])."""
   b, heads, rp, h = q.shape
   c = v.shape[3]
   theta, rows, row_ok, src_ok, vt = _tpu_layout(theta, rows, row_ok, src_ok, v)
@@ -162,16 +166,16 @@ def forward_tpu(plan, q, k, theta, v, rows, row_ok, src_ok):
   grid = (b, heads, rp // plan.block_rows, k.shape[2] // plan.block_sources)
   m, z = _call(plan, _forward_kernel, grid, target[:4] + source, [target[4], target[5]],
                [jax.ShapeDtypeStruct((b, heads, rp, c), v.dtype),
-                jax.ShapeDtypeStruct((b, heads, rp, 1), _acc(q))],
-               [(plan.block_rows, c), (plan.block_rows, 1)], "graph_mix_tpu",
+                jax.ShapeDtypeStruct((b, heads, rp, 1), acc_dtype(q))],
+               [(plan.block_rows, c), (plan.block_rows, 1)], "graph_mix_tpu", "forward",
                q, theta, rows, row_ok, k, vt, src_ok)
   return jnp.swapaxes(m, 1, 2), z[..., 0]
 
 
 def grads_tpu(plan, q, theta, rows, row_ok, dm, z, inner, k, v, src_ok):
-  """`graph_mix._grads_gpu`'s results: (dq, dθ, dk, dv) shaped as q, θ, k, v
+  """`graph_mix_gpu.grads_gpu`'s results: (dq, dθ, dk, dv) shaped as q, θ, k, v
   (v [b, tp, K, C]) in the accumulation dtype."""
-  acc = _acc(q)
+  acc = acc_dtype(q)
   b, heads, rp, h = q.shape
   tp, c = k.shape[2], v.shape[3]
   theta, rows, row_ok, src_ok, vt = _tpu_layout(theta, rows, row_ok, src_ok, v)
@@ -182,10 +186,10 @@ def grads_tpu(plan, q, theta, rows, row_ok, dm, z, inner, k, v, src_ok):
   dq, dtheta = _call(plan, _dq_kernel, (b, heads, rp // br, tp // bs), target + source,
                      [target[0], target[1]],
                      [jax.ShapeDtypeStruct(q.shape, acc), jax.ShapeDtypeStruct(theta.shape, acc)],
-                     [(br, h), (br, 1)], "graph_mix_dq_tpu", *args)
+                     [(br, h), (br, 1)], "graph_mix_dq_tpu", "dq", *args)
   target, source = _specs(plan, h, c, by_rows=False)
   dk, dv = _call(plan, _dkv_kernel, (b, heads, tp // bs, rp // br), target + source,
                  [source[0], source[1]],
                  [jax.ShapeDtypeStruct(k.shape, acc), jax.ShapeDtypeStruct(vt.shape, acc)],
-                 [(bs, h), (bs, c)], "graph_mix_dkv_tpu", *args)
+                 [(bs, h), (bs, c)], "graph_mix_dkv_tpu", "dkv", *args)
   return dq, dtheta[..., 0], dk, jnp.swapaxes(dv, 1, 2)

@@ -30,10 +30,14 @@ gradient, the rows kernel alone runs (no u).
 Precision as the reference: logits and accumulators in float32 (float64 for
 float64 inputs), the softmax weights cast to the table's dtype before their
 GEMMs.
+
+Forms: GPU (Triton; `tied_softmax_gpu`) and TPU (Mosaic; `tied_softmax_tpu`),
+each run in interpret mode on the CPU; both use `tied_softmax_tiles` (the
+plan, the tile math, the costs), neither the other. Here: the public
+function, the row groups and table split over the mesh, and the custom VJP.
 """
 from __future__ import annotations
 
-import dataclasses
 import functools
 
 import jax
@@ -43,29 +47,20 @@ from jax import lax
 from jax.experimental import pallas as pl
 
 from glomo_jax.ops.chunked_cross_entropy import check_shapes
-from glomo_jax.ops.pallas import (KernelMode, axis_size, batch_axes, check_triton_widths,
-                                  kernel_mode, per_shard, round_up)
+from glomo_jax.ops.pallas import (axis_size, batch_axes, check_triton_widths, kernel_mode,
+                                  per_shard, round_up, tpu_blocks)
+from glomo_jax.ops.pallas.tied_softmax_gpu import rows_gpu, vocab_gpu
+from glomo_jax.ops.pallas.tied_softmax_tiles import Plan
+from glomo_jax.ops.pallas.tied_softmax_tpu import rows_tpu, vocab_tpu
 
-# (block_rows, block_vocab) per form: Triton needs powers of two, and the
-# rows kernel keeps a [block_rows, d] float32 accumulator per block; Mosaic
-# TPU wants multiples of (8, 128). Starting points, not measured optima
-# (benchmarks/kernel_speed.py sweeps them).
-DEFAULT_BLOCKS = {"gpu": (64, 64), "tpu": (256, 512)}
+# (block_rows, block_vocab) of the GPU form: Triton needs powers of two, and
+# the rows kernel keeps a [block_rows, d] float32 accumulator per block.
+# The TPU form's are its generation's (`glomo_jax.tpu.KERNEL_BLOCKS`):
+# Mosaic TPU wants multiples of (8, 128). Starting points, not measured
+# optima (benchmarks/kernel_speed.py sweeps them).
+DEFAULT_BLOCKS = {"gpu": (64, 64)}
 # Blocks of the rows kernel wanted on the grid before V is split.
 GPU_MIN_BLOCKS = 256
-
-
-@dataclasses.dataclass(frozen=True)
-class Plan:
-  """Static shape of a call: block sizes, V splits, the kernel mode, the
-  mesh axis splitting the table (None: whole) and the device's own rows."""
-  block_rows: int
-  block_vocab: int
-  vocab_splits: int
-  tiles_per_split: int
-  mode: KernelMode
-  axis: str | None = None
-  own_rows: int = 0
 
 
 def fused_tied_softmax_cross_entropy(hidden: jax.Array, table: jax.Array,
@@ -86,7 +81,8 @@ def fused_tied_softmax_cross_entropy(hidden: jax.Array, table: jax.Array,
 
   Args:
     hidden: [N, dim]; table: [V, dim]; targets: int [N]; weights: float [N].
-    block_rows, block_vocab: tile sizes (default `DEFAULT_BLOCKS` of the form).
+    block_rows, block_vocab: tile sizes (default: `DEFAULT_BLOCKS['gpu']`, or
+      the TPU generation's `KERNEL_BLOCKS`).
     vocab_splits: V ranges of the rows kernel on the grid (default: 1 on a
       TPU, else enough for `GPU_MIN_BLOCKS` blocks).
     row_groups: G, the rows are G groups of N / G rows, each in the order of
@@ -147,7 +143,7 @@ def _local_ce(mode, blocks, vocab_shards, hidden, table, targets, weights):
   targets = jnp.where((targets >= 0) & (targets < table.shape[0]), targets, -1)  # -1: elsewhere
   w_all = lax.stop_gradient(gather(weights)).astype(acc)
   block_rows, block_vocab, vocab_splits = blocks
-  rows, vocab = DEFAULT_BLOCKS[mode.form]
+  rows, vocab = DEFAULT_BLOCKS["gpu"] if mode.form == "gpu" else tpu_blocks("tied_softmax")
   # no larger than the arrays (Triton: a power of two; Mosaic: a multiple of 8)
   fit = pl.next_power_of_2 if mode.form == "gpu" else (lambda k: round_up(k, 8))
   block_rows = min(block_rows or rows, fit(hidden.shape[0]))
@@ -167,122 +163,6 @@ def _local_ce(mode, blocks, vocab_shards, hidden, table, targets, weights):
   return loss[None], ce.reshape(shape)
 
 
-# ---- tile math shared by both forms ---------------------------------------------------
-def _logits(h, e, acc):
-  """h [rows, d] · e [cols, d]ᵀ -> [rows, cols] in `acc`."""
-  return lax.dot_general(h, e, (((1,), (1,)), ((), ())), preferred_element_type=acc)
-
-
-def _rows_tile(h, e, y, start, vocab, carry, acc):
-  """One V tile of the rows kernel. h [bn, d], e [bv, d] (table rows start…),
-  y int [bn, 1]; carry: running max m, sum l, target logit t (each [bn, 1])
-  and u [bn, d] (None without the gradient)."""
-  m, l, t, u = carry
-  # V in whole tiles: the last tile's rows past V are padding (zeros) or, on
-  # a TPU, whatever the block read beyond the table (any bits): masked
-  e = jnp.where(start + lax.broadcasted_iota(jnp.int32, (e.shape[0], 1), 0) < vocab, e, 0)
-  s = _logits(h, e, acc)
-  cols = start + lax.broadcasted_iota(jnp.int32, s.shape, 1)
-  s = jnp.where(cols < vocab, s, -jnp.inf)
-  t = t + jnp.sum(jnp.where(cols == y, s, 0.0), axis=1, keepdims=True)
-  m_new = jnp.maximum(m, jnp.max(s, axis=1, keepdims=True))
-  rescale = jnp.exp(m - m_new)
-  p = jnp.exp(s - m_new)
-  l = l * rescale + jnp.sum(p, axis=1, keepdims=True)
-  if u is not None:
-    u = u * rescale + jnp.dot(p.astype(e.dtype), e, preferred_element_type=acc)
-  return m_new, l, t, u
-
-
-def _vocab_tile(h, e, y, w, lse, start, acc):
-  """One row block's share of dE for a V tile: Σ_n w_n (softmax_nv − [v = y_n]) h_n.
-  h [bn, d], e [bv, d], y int / w / lse [bn, 1] -> [bv, d] in `acc`."""
-  s = _logits(h, e, acc)
-  cols = start + lax.broadcasted_iota(jnp.int32, s.shape, 1)
-  g = (jnp.exp(s - lse) - (cols == y).astype(acc)) * w
-  return lax.dot_general(g.astype(e.dtype), h, (((0,), (0,)), ((), ())),
-                         preferred_element_type=acc)
-
-
-def _init_carry(rows, d, acc, with_grad):
-  return (jnp.full((rows, 1), -jnp.inf, acc), jnp.zeros((rows, 1), acc),
-          jnp.zeros((rows, 1), acc), jnp.zeros((rows, d), acc) if with_grad else None)
-
-
-# ---- GPU form: loops inside the kernel ------------------------------------------------
-def _rows_kernel_gpu(h_ref, table_ref, y_ref, m_ref, l_ref, t_ref, *u_ref, plan, vocab, acc):
-  split = pl.program_id(1)
-  h = h_ref[...]
-  y = y_ref[...][:, None]
-
-  def body(j, carry):
-    start = pl.multiple_of((split * plan.tiles_per_split + j) * plan.block_vocab,
-                           plan.block_vocab)
-    e = table_ref[pl.ds(start, plan.block_vocab), :]
-    return _rows_tile(h, e, y, start, vocab, carry, acc)
-
-  carry = _init_carry(h.shape[0], h.shape[1], acc, bool(u_ref))
-  m, l, t, u = lax.fori_loop(0, plan.tiles_per_split, body, carry)
-  m_ref[...], l_ref[...], t_ref[...] = m[:, 0], l[:, 0], t[:, 0]
-  if u_ref:
-    u_ref[0][...] = u
-
-
-def _vocab_kernel_gpu(table_ref, h_ref, y_ref, w_ref, lse_ref, de_ref, *, plan, acc):
-  e = table_ref[...]
-  start = pl.program_id(0) * plan.block_vocab
-
-  def body(i, de):
-    r = pl.ds(pl.multiple_of(i * plan.block_rows, plan.block_rows), plan.block_rows)
-    return de + _vocab_tile(h_ref[r, :], e, y_ref[r][:, None], w_ref[r][:, None],
-                            lse_ref[r][:, None], start, acc)
-
-  row_blocks = h_ref.shape[0] // plan.block_rows
-  de_ref[...] = lax.fori_loop(0, row_blocks, body, jnp.zeros(e.shape, acc))
-
-
-def _gpu_params():
-  from jax.experimental.pallas import triton as pltriton  # noqa: PLC0415
-  return pltriton.CompilerParams(num_warps=8, num_stages=2)
-
-
-def _rows_gpu(plan, hidden, table, targets, with_grad, vocab, acc):
-  n, d = hidden.shape
-  splits, br = plan.vocab_splits, plan.block_rows
-  row = jax.ShapeDtypeStruct((splits, n), acc)
-  out_shape = [row, row, row]
-  out_specs = [pl.BlockSpec((None, br), lambda i, s: (s, i))] * 3
-  if with_grad:
-    out_shape.append(jax.ShapeDtypeStruct((splits, n, d), acc))
-    out_specs.append(pl.BlockSpec((None, br, d), lambda i, s: (s, i, 0)))
-  return pl.pallas_call(
-      functools.partial(_rows_kernel_gpu, plan=plan, vocab=vocab, acc=acc),
-      grid=(n // br, splits),
-      in_specs=[pl.BlockSpec((br, d), lambda i, s: (i, 0)),
-                pl.BlockSpec(table.shape, lambda i, s: (0, 0)),
-                pl.BlockSpec((br,), lambda i, s: (i,))],
-      out_specs=out_specs, out_shape=out_shape, name="tied_softmax_rows",
-      interpret=plan.mode.interpret,
-      compiler_params=None if plan.mode.interpret else _gpu_params(),
-  )(hidden, table, targets)
-
-
-def _vocab_gpu(plan, hidden, table, targets, weights, lse, acc):
-  n, d = hidden.shape
-  bv = plan.block_vocab
-  whole = lambda a: pl.BlockSpec(a.shape, lambda j: (0,) * a.ndim)
-  return pl.pallas_call(
-      functools.partial(_vocab_kernel_gpu, plan=plan, acc=acc),
-      grid=(table.shape[0] // bv,),
-      in_specs=[pl.BlockSpec((bv, d), lambda j: (j, 0)), whole(hidden), whole(targets),
-                whole(weights), whole(lse)],
-      out_specs=pl.BlockSpec((bv, d), lambda j: (j, 0)),
-      out_shape=jax.ShapeDtypeStruct(table.shape, acc), name="tied_softmax_vocab",
-      interpret=plan.mode.interpret,
-      compiler_params=None if plan.mode.interpret else _gpu_params(),
-  )(table, hidden, targets, weights, lse)
-
-
 # ---- the custom VJP ------------------------------------------------------------------
 def _rows(plan, hidden, table, targets, with_grad, acc):
   """lse [N], target logits [N] and (with_grad) Σ_v softmax_nv E_v [N, d] of
@@ -292,11 +172,9 @@ def _rows(plan, hidden, table, targets, with_grad, acc):
   if plan.mode.form == "gpu":
     table = jnp.pad(table, ((0, plan.vocab_splits * plan.tiles_per_split * plan.block_vocab
                              - vocab), (0, 0)))
-    out = _rows_gpu(plan, hidden, table, targets, with_grad, vocab, acc)
+    out = rows_gpu(plan, hidden, table, targets, with_grad, vocab, acc)
   else:
-    from glomo_jax.ops.pallas.tied_softmax_tpu import rows_tpu  # noqa: PLC0415
-    out = rows_tpu(plan, hidden, table, targets, with_grad, vocab, acc, _rows_tile,
-                   _init_carry)
+    out = rows_tpu(plan, hidden, table, targets, with_grad, vocab, acc)
   m, l, t = out[:3]                                  # [splits, N]
   top = jnp.max(m, axis=0)
   scale = jnp.exp(m - top)                           # each split's share
@@ -313,9 +191,8 @@ def _vocab(plan, hidden, table, targets, weights, lse, acc):
   vocab = table.shape[0]
   if plan.mode.form == "gpu":
     table = jnp.pad(table, ((0, round_up(vocab, plan.block_vocab) - vocab), (0, 0)))
-    return _vocab_gpu(plan, hidden, table, targets, weights, lse, acc)[:vocab]
-  from glomo_jax.ops.pallas.tied_softmax_tpu import vocab_tpu  # noqa: PLC0415
-  return vocab_tpu(plan, hidden, table, targets, weights, lse, acc, _vocab_tile)
+    return vocab_gpu(plan, hidden, table, targets, weights, lse, acc)[:vocab]
+  return vocab_tpu(plan, hidden, table, targets, weights, lse, acc)
 
 
 def _combine(plan, lse, t):
