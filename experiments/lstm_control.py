@@ -168,8 +168,8 @@ class LstmLm(nn.Module):
 class LstmLmConfig(TextPretrainConfigBase):
   """The control's run: `TextPretrainConfigBase`'s corpus, tokenizer,
   windows, optimiser and loop (experiments/configs/lstm_lm.py takes the
-  `wiki_cpu` preset's), and the network (`lstm`). Its defaults: Adam 1e-3,
-  global-norm clip 1.0 (the best held-out loss of issue 70's pilot).
+  `wiki_cpu` preset's), and the network (`lstm`). Its defaults: Adam 3e-3,
+  global-norm clip 1.0 (issue 70's pilot on held-out loss).
 
   Attributes:
     lstm: the network's sizes (`LstmOptions`).
@@ -177,7 +177,7 @@ class LstmLmConfig(TextPretrainConfigBase):
   """
   lstm: LstmOptions = LstmOptions()
   optimizer: str = "adam"
-  learning_rate: float = 1e-3
+  learning_rate: float = 3e-3
   momentum: float = 0.0
   clip_norm: float = 1.0
   export: bool = False
