@@ -105,7 +105,7 @@ def test_parameter_count_formula_and_the_preset_is_glomos_size():
 
 def test_causal_and_blind_to_padding_and_the_loss_is_the_log_probs_mean():
   model = LstmLm(TINY, 30)
-  variables = model.init(jax.random.PRNGKey(1), jnp.zeros((1, 5), jnp.int32))
+  variables = jax.jit(model.init)(jax.random.PRNGKey(1), jnp.zeros((1, 5), jnp.int32))
   log_probs = jax.jit(lambda t, m: model.apply(variables, t, m,
                                                method=LstmLm.next_token_log_probs))
   tokens = jax.random.randint(jax.random.PRNGKey(2), (2, 9), 3, 30)
@@ -125,7 +125,7 @@ def test_causal_and_blind_to_padding_and_the_loss_is_the_log_probs_mean():
                              rtol=1e-5, atol=1e-6)
   # the loss: mean -log p(next token) over the real targets (tail padding)
   mask = jnp.asarray([[1] * 9, [1] * 6 + [0] * 3])
-  loss, metrics = model.apply(variables, tokens, mask)
+  loss, metrics = jax.jit(lambda t, m: model.apply(variables, t, m))(tokens, mask)
   picked = np.take_along_axis(base[:, :-1], np.asarray(tokens[:, 1:])[..., None], -1)[..., 0]
   targets = np.asarray(mask[:, 1:], bool)
   assert float(metrics["tokens"]) == 8 + 5
