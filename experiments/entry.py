@@ -4,7 +4,7 @@
       --workdir=DIR [--config.FIELD=VALUE ...] [--distributed ...]
 
 KIND is a key of `KINDS` (experiments/kinds.py, the registry: pretrain,
-pretrain_images, classify, squad, cifar, picking), each a module of experiments/ that
+pretrain_images, classify, squad, cifar, picking, lstm_lm), each a module of experiments/ that
 calls `run_kind` and whose docstring has its commands; each config file states
 its kind (`RUN_KIND`). The other runnable modules of experiments/ are
 tools around these runs, each with flags of its own: export, plots, graph

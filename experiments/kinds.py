@@ -52,6 +52,11 @@ def _picking():
   return PickingConfig, run_picking
 
 
+def _lstm_lm():
+  from experiments.lstm_control import LstmLmConfig, train_lstm_lm  # noqa: PLC0415
+  return LstmLmConfig, train_lstm_lm
+
+
 @dataclasses.dataclass(frozen=True)
 class Kind:
   """A run kind. Calling it gives (its config dataclass, its run
@@ -67,7 +72,8 @@ class Kind:
 
 KINDS = {"pretrain": Kind(_pretrain), "pretrain_images": Kind(_pretrain_images),
          "classify": Kind(_classify, downstream=True), "squad": Kind(_squad, downstream=True),
-         "cifar": Kind(_cifar, downstream=True), "picking": Kind(_picking, downstream=True)}
+         "cifar": Kind(_cifar, downstream=True), "picking": Kind(_picking, downstream=True),
+         "lstm_lm": Kind(_lstm_lm)}
 DOWNSTREAM_KINDS = tuple(name for name, kind in KINDS.items() if kind.downstream)
 
 

@@ -1,16 +1,18 @@
 r"""The pretrained GLoMo model as a language model on verb-number instances:
 does it give the agreeing verb form the higher probability
 (`glomo_jax.classification.lm_agreement`), split by attractors and subject
-distance as the verb-number grids are?
+distance as the verb-number grids are? The LSTM control of issue 70
+(experiments/lstm_lm.py) is scored the same way.
 
   python -m experiments.verb_number_lm --workdir=runs/wiki_cpu \
       --examples=runs/verb_number_data/ud_all.jsonl.gz --output_json=runs/vn_lm.json
   python -m experiments.verb_number_lm --workdir=runs/wiki_cpu \
       --conllu=../shared/data/ud_english_ewt/en_ewt-ud-dev.conllu.gz
 
---workdir is a pretraining run (its newest checkpoint, or --step); the
-examples are verb-number JSON lines (`glomo_jax.classification.verb_number`)
-whose verbs are is/are, was/were or has/have, or a treebank's gold instances
+--workdir is a GLoMo pretraining run or an LSTM run, told apart by its
+config.json (`lstm_control.restore_language_model`; its newest checkpoint,
+or --step); the examples are verb-number JSON lines
+(`glomo_jax.classification.verb_number`) whose verbs are is/are, was/were or has/have, or a treebank's gold instances
 (`--conllu`: `verb_number_sources.treebank_examples`; `--max_sentences` of
 it). --max_examples takes the first N.
 """
@@ -20,7 +22,8 @@ from absl import flags
 
 from experiments import cli
 
-_WORKDIR = flags.DEFINE_string("workdir", None, "Pretraining workdir (its checkpoints).")
+_WORKDIR = flags.DEFINE_string("workdir", None, "A GLoMo pretraining or LSTM run's workdir "
+                               "(its checkpoints).")
 _STEP = flags.DEFINE_integer("step", None, "Checkpoint step (default: the newest).")
 _EXAMPLES = flags.DEFINE_string("examples", None, "Verb-number JSON lines.")
 _CONLLU = flags.DEFINE_string("conllu", None, "Or: a treebank (its gold instances).")
@@ -38,8 +41,7 @@ def main(argv):
                                                      verb_form_log_probs)
   from glomo_jax.classification.verb_number import SCORE_GROUPS  # noqa: PLC0415
   from glomo_jax.io import write_json  # noqa: PLC0415
-  from glomo_jax.models.glomo import GLoMo  # noqa: PLC0415
-  from glomo_jax.pretraining import restore_checkpoint  # noqa: PLC0415
+  from experiments.lstm_control import restore_language_model  # noqa: PLC0415
 
   if _CONLLU.value:
     import itertools  # noqa: PLC0415
@@ -49,8 +51,7 @@ def main(argv):
     examples = list(itertools.islice(treebank_examples(sentences), _MAX.value))
   else:
     examples = read_probe_examples(_EXAMPLES.value, _MAX.value)
-  config, tokenizer, variables, step = restore_checkpoint(_WORKDIR.value, _STEP.value)
-  model = GLoMo(config.model.replace(vocab_size=tokenizer.vocab_size))
+  _, model, variables, tokenizer, step = restore_language_model(_WORKDIR.value, _STEP.value)
   log_probs = verb_form_log_probs(model, variables, tokenizer, examples, _BATCH.value)
   result = agreement_scores(examples, log_probs, SCORE_GROUPS)
   result.update(workdir=_WORKDIR.value, step=step,

@@ -1,7 +1,8 @@
 """Every downstream run kind (classification, SQuAD, CIFAR, picking, pixel
-pretraining) stops on a non-finite loss with a one-line error naming its
-last good checkpoint, which stays finite; nothing after it is saved and no
-results are written (pretraining: tests/test_train_resume.py).
+pretraining, the LSTM language model) stops on a non-finite loss with a
+one-line error naming its last good checkpoint, which stays finite; nothing
+after it is saved and no results are written (pretraining:
+tests/test_train_resume.py).
 
 Each case runs 4 steps, saving at step 2; from the third batch on the task's
 loss is multiplied by NaN (a patched `loss` reading a factor the patched
@@ -17,6 +18,7 @@ import orbax.checkpoint as ocp
 import pytest
 
 from experiments import cli, kinds
+from experiments.lstm_control import LstmLmTask, train_lstm_lm
 from glomo_jax.focused import PickingTask, run_picking
 from glomo_jax.images.cifar import CifarTask, run_cifar
 from glomo_jax.pretraining.pixels import PixelPretrainingTask, pretrain_images
@@ -34,6 +36,7 @@ from test_picking import config_for as picking_config
 from test_squad_parts import write_squad
 from test_squad_run import TINY_LOOP, TINY_OPTIM, TINY_READER
 from test_classification_task import imdb_config
+from test_lstm_control import config_for as lstm_config
 
 ONE = jax.devices()[:1]
 
@@ -123,10 +126,15 @@ def saved_steps(directory) -> list[int]:
   return sorted(int(d) for d in os.listdir(directory) if d.isdigit())
 
 
+def lstm_lm(tmp_path):
+  config = lstm_config(tmp_path, steps=4)
+  return LstmLmTask, lambda w: train_lstm_lm(config, w, devices=ONE)
+
+
 # run kind (experiments/kinds.py) -> its case; text pretraining stops on NaN in
 # tests/test_train_resume.py
 CASES = {"classify": classification, "squad": squad, "cifar": cifar, "pretrain_images": pixels,
-         "picking": picking}
+         "picking": picking, "lstm_lm": lstm_lm}
 
 
 def test_every_run_kind_but_text_pretraining_has_a_case():

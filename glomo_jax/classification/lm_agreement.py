@@ -10,6 +10,8 @@ the next piece), and its graphs are trained for exactly that prediction: if
 the model does not prefer the agreeing form, nothing in its objective asked
 the row before the verb to read the subject, and its graphs need not hold
 that arc (`glomo_jax.classification.subject_arcs` measures the arc itself).
+Any language model with the same method is scored the same way (the
+same-size LSTM control of experiments/lstm_control.py).
 
 An instance is a verb-number example (`glomo_jax.classification.verb_number`:
 'words', 'verb', 'label', optional 'subject', 'attractors'); its verb form
@@ -52,8 +54,10 @@ def verb_form_log_probs(model, variables, tokenizer, examples: Sequence[dict],
   piece's log-probability given the prefix and the pieces before it.
 
   Args:
-    model: a `glomo_jax.models.glomo.GLoMo`; variables: its params and
-      batch_stats.
+    model: a flax module whose `next_token_log_probs(tokens [B, T], mask
+      [B, T])` gives float32 [B, T, V] log-probabilities, row t predicting
+      token t + 1 from tokens ≤ t (`glomo_jax.models.glomo.GLoMo`, or any
+      other language model); variables: its variables.
     tokenizer: the model's tokenizer.
     examples: dicts with 'words' (the sentence) and 'verb' (the verb's
       index; its form lower-cased must be in `FORM_PAIRS`).

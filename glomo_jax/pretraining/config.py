@@ -1,5 +1,7 @@
 """`PretrainConfig`: everything a text pretraining run needs, as a plain
-dataclass, on `PretrainConfigBase`, what text and pixel pretraining
+dataclass, on `TextPretrainConfigBase` (the corpus, tokenizer and windows,
+which a control language model on the same tokens shares), itself on
+`PretrainConfigBase`, what text and pixel pretraining
 (`glomo_jax.pretraining.pixels.ImagePretrainConfig`) share.
 
 Experiments build it from an ml_collections ConfigDict
@@ -63,14 +65,18 @@ class PretrainConfigBase(DictConfig):
 
 
 @dataclasses.dataclass(frozen=True)
-class PretrainConfig(PretrainConfigBase):
-  """Pretraining settings (authors' values in brackets).
+class TextPretrainConfigBase(PretrainConfigBase):
+  """What every model trained on a text corpus's windows shares: the corpus,
+  the tokenizer, the held-out split and the windows (GLoMo's
+  `PretrainConfig`; a control language model on the same tokens builds on it
+  too), the text optimisers (default: the authors' SGD) and the loop's
+  held-out selection (`loop_fields`). Authors' values in brackets.
 
   Attributes:
-    model: the ModelConfig; its vocab_size is replaced by the tokenizer's.
     corpus: where the documents come from (`glomo_jax.data.CorpusSpec`).
-    tokenizer_path: an existing SentencePiece model to use; None trains one
-      on a sample of the corpus (or, for the synthetic corpus, builds its
+    tokenizer_path: an existing SentencePiece model to use (e.g. another
+      run's <workdir>/tokenizer.model: the same pieces); None trains one on
+      a sample of the corpus (or, for the synthetic corpus, builds its
       one-piece-per-word model). Saved in the workdir either way.
     vocab_size: SentencePiece vocabulary to train (reserved ids included).
     tokenizer_model_type: 'unigram', 'bpe', 'word' or 'char'.
@@ -89,15 +95,7 @@ class PretrainConfig(PretrainConfigBase):
       (cheap XLA compiles: CPU smoke runs, the `tiny` presets).
     eval_batches: held-out batches of each evaluation (0 = the whole split).
     seed: parameters, sampled positions and data order.
-    graph_source: where the feature predictors' graphs come from:
-      'predicted' (the graph predictor: GLoMo) or a fixed graph that measures
-      what the objective rewards ('uniform', 'previous', 'planted' on the
-      built-in corpus, 'export': the frozen graphs of `graph_export`;
-      `glomo_jax.pretraining.fixed_graphs`).
-    graph_export: the export directory of graph_source='export'.
-    export: write the frozen graph predictor to <workdir>/export at the end.
   """
-  model: ModelConfig = ModelConfig()
   corpus: CorpusSpec = CorpusSpec()
   tokenizer_path: str | None = None
   vocab_size: int = 8000
@@ -111,24 +109,11 @@ class PretrainConfig(PretrainConfigBase):
   learning_rate: float = 8.0
   momentum: float = 0.2
   clip_norm: float = 0.25
-  graph_source: str = "predicted"
-  graph_export: str | None = None
 
   def __post_init__(self):
-    if isinstance(self.model, Mapping):
-      object.__setattr__(self, "model", ModelConfig.from_dict(self.model))
     if isinstance(self.corpus, Mapping):
       object.__setattr__(self, "corpus", CorpusSpec.from_dict(self.corpus))
     self._loop_from_mapping()
-    if self.graph_source not in GRAPH_SOURCES:
-      raise ValueError(f"graph_source {self.graph_source!r} is not one of {list(GRAPH_SOURCES)}")
-    if (self.graph_source == "export") != bool(self.graph_export):
-      raise ValueError("graph_export is the export of graph_source='export' (and only of it)")
-    if self.graph_source == "planted" and self.corpus.source != "synthetic":
-      raise ValueError("graph_source='planted' needs the built-in corpus (corpus.source="
-                       "'synthetic'): only it has planted arcs")
-    if self.graph_source != "predicted" and self.model.objective != "context":
-      raise ValueError("fixed graphs need the context objective")
     if self.optimizer not in OPTIMIZERS:
       raise ValueError(f"optimizer {self.optimizer!r} is not one of {list(OPTIMIZERS)}")
     if self.weight_decay and self.optimizer != "adam":
@@ -136,16 +121,13 @@ class PretrainConfig(PretrainConfigBase):
                        f"{self.optimizer!r} takes none")
     for name in ("batch_size", "bptt", "shift", "vocab_size"):
       if getattr(self, name) < 1:
-        raise ValueError(f"PretrainConfig.{name} must be >= 1, got {getattr(self, name)}")
-    if self.bptt <= self.model.context_length:
-      raise ValueError(f"bptt={self.bptt} must exceed the model's context_length "
-                       f"{self.model.context_length}")
+        raise ValueError(f"{type(self).__name__}.{name} must be >= 1, got "
+                         f"{getattr(self, name)}")
     if not 0 <= self.heldout_fraction < 1:
       raise ValueError(f"heldout_fraction must be in [0, 1), got {self.heldout_fraction}")
 
   def to_dict(self) -> dict:
     d = dataclasses.asdict(self)
-    d["model"] = self.model.to_dict()
     d["corpus"] = self.corpus.to_dict()
     return d
 
@@ -157,3 +139,45 @@ class PretrainConfig(PretrainConfigBase):
     return {"seed": self.seed, "select_metric": "heldout/loss" if heldout else None,
             "select_mode": "min",
             "plateau_patience": self.loop.plateau_patience if heldout else 0}
+
+
+@dataclasses.dataclass(frozen=True)
+class PretrainConfig(TextPretrainConfigBase):
+  """GLoMo's text pretraining settings: `TextPretrainConfigBase`'s corpus,
+  tokenizer, windows, optimiser and loop, and the model.
+
+  Attributes:
+    model: the ModelConfig; its vocab_size is replaced by the tokenizer's.
+    graph_source: where the feature predictors' graphs come from:
+      'predicted' (the graph predictor: GLoMo) or a fixed graph that measures
+      what the objective rewards ('uniform', 'previous', 'planted' on the
+      built-in corpus, 'export': the frozen graphs of `graph_export`;
+      `glomo_jax.pretraining.fixed_graphs`).
+    graph_export: the export directory of graph_source='export'.
+    export: write the frozen graph predictor to <workdir>/export at the end.
+  """
+  model: ModelConfig = ModelConfig()
+  graph_source: str = "predicted"
+  graph_export: str | None = None
+
+  def __post_init__(self):
+    if isinstance(self.model, Mapping):
+      object.__setattr__(self, "model", ModelConfig.from_dict(self.model))
+    super().__post_init__()
+    if self.graph_source not in GRAPH_SOURCES:
+      raise ValueError(f"graph_source {self.graph_source!r} is not one of {list(GRAPH_SOURCES)}")
+    if (self.graph_source == "export") != bool(self.graph_export):
+      raise ValueError("graph_export is the export of graph_source='export' (and only of it)")
+    if self.graph_source == "planted" and self.corpus.source != "synthetic":
+      raise ValueError("graph_source='planted' needs the built-in corpus (corpus.source="
+                       "'synthetic'): only it has planted arcs")
+    if self.graph_source != "predicted" and self.model.objective != "context":
+      raise ValueError("fixed graphs need the context objective")
+    if self.bptt <= self.model.context_length:
+      raise ValueError(f"bptt={self.bptt} must exceed the model's context_length "
+                       f"{self.model.context_length}")
+
+  def to_dict(self) -> dict:
+    d = super().to_dict()
+    d["model"] = self.model.to_dict()
+    return d

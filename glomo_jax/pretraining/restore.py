@@ -1,6 +1,7 @@
 """`restore_checkpoint`: a text pretraining run's config, tokenizer and
 variables at one of its checkpoints (for export and for probes of the whole
-model, e.g. `glomo_jax.classification.lm_agreement`)."""
+model, e.g. `glomo_jax.classification.lm_agreement`); any run on the text
+windows whose config is a `TextPretrainConfigBase` (`config_class`)."""
 from __future__ import annotations
 
 import json
@@ -9,13 +10,15 @@ import os
 import orbax.checkpoint as ocp
 
 from glomo_jax.data import Tokenizer
-from glomo_jax.pretraining.config import PretrainConfig
+from glomo_jax.pretraining.config import PretrainConfig, TextPretrainConfigBase
 from glomo_jax.pretraining.task import CONFIG_FILE, TOKENIZER_FILE
 
 
-def restore_checkpoint(workdir: str, step: int | None = None):
+def restore_checkpoint(workdir: str, step: int | None = None,
+                       config_class: type[TextPretrainConfigBase] = PretrainConfig):
   """(config, tokenizer, variables {'params', 'batch_stats'}, step) of a
-  pretraining workdir's checkpoint `step` (the newest if None).
+  pretraining workdir's checkpoint `step` (the newest if None); the
+  recorded config.json read as a `config_class`.
 
   Raises:
     FileNotFoundError: not a pretraining workdir, or no checkpoint yet.
@@ -26,7 +29,7 @@ def restore_checkpoint(workdir: str, step: int | None = None):
     raise FileNotFoundError(f"{workdir} is not a pretraining workdir (no {CONFIG_FILE}); "
                             "pass the --workdir of an experiments.pretrain run")
   with open(config_path) as f:
-    config = PretrainConfig.from_dict(json.load(f))
+    config = config_class.from_dict(json.load(f))
   tokenizer = Tokenizer.load(os.path.join(workdir, TOKENIZER_FILE))
   ckpt_dir = os.path.join(workdir, "checkpoints")
   steps = sorted(int(d) for d in os.listdir(ckpt_dir) if d.isdigit()) \

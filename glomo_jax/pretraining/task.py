@@ -20,7 +20,7 @@ import numpy as np
 from jax.experimental import multihost_utils
 
 from glomo_jax import tuning
-from glomo_jax.data import Tokenizer, pretraining_data
+from glomo_jax.data import PretrainingData, Tokenizer, pretraining_data
 from glomo_jax.data.corpus import iter_documents
 from glomo_jax.data.synthetic import vocabulary as synthetic_vocabulary
 from glomo_jax.data.tokenizer import train_tokenizer, train_word_tokenizer
@@ -30,7 +30,7 @@ from glomo_jax.eval.graph_stats import row_health
 from glomo_jax.eval.locality import SUMS as LOCALITY_SUMS
 from glomo_jax.eval.locality import locality_metrics
 from glomo_jax.io import write_json
-from glomo_jax.pretraining.config import PretrainConfig
+from glomo_jax.pretraining.config import PretrainConfig, TextPretrainConfigBase
 from glomo_jax.pretraining.fixed_graphs import fixed_graph_fn
 from glomo_jax.pretraining.objective import GLoMoObjective
 from glomo_jax.train import loop
@@ -45,7 +45,7 @@ ARC_FILE = "arc_scores.json"
 HELDOUT = "heldout"
 
 
-def prepare_tokenizer(config: PretrainConfig, workdir: str) -> Tokenizer:
+def prepare_tokenizer(config: TextPretrainConfigBase, workdir: str) -> Tokenizer:
   """The run's tokenizer: the one saved in the workdir, else the configured
   file, else trained on a sample of the corpus; saved in the workdir."""
   path = os.path.join(workdir, TOKENIZER_FILE)
@@ -72,6 +72,25 @@ def prepare_tokenizer(config: PretrainConfig, workdir: str) -> Tokenizer:
   return tokenizer
 
 
+def text_data(config: TextPretrainConfigBase, workdir: str
+              ) -> tuple[Tokenizer, PretrainingData]:
+  """(tokenizer, `PretrainingData`) of a text run: the tokenizer
+  (`prepare_tokenizer`), then the corpus tokenized (cached in
+  <workdir>/cache), split and cut into the config's windows (this
+  process's rows of each batch)."""
+  tokenizer = prepare_tokenizer(config, workdir)
+  data = pretraining_data(
+      config.corpus, tokenizer, batch_size=config.batch_size, bptt=config.bptt,
+      shift=config.shift, seed=config.seed, heldout_fraction=config.heldout_fraction,
+      cache_dir=os.path.join(workdir, "cache"), process_index=jax.process_index(),
+      process_count=jax.process_count(), num_threads=os.cpu_count() or 1)
+  eval_stream = data.eval_stream
+  logger.info("corpus: %d training tokens in %d windows; %s held-out tokens; vocabulary %d",
+              data.train_stream.num_tokens, data.train.num_windows,
+              eval_stream.num_tokens if eval_stream is not None else 0, tokenizer.vocab_size)
+  return tokenizer, data
+
+
 def model_batch(batch: dict, with_arcs: bool) -> dict:
   """A window batch as the model reads it: {'tokens', 'mask'} int32 (and the
   planted arcs' 'arc_source' for the 'planted' graph source)."""
@@ -79,8 +98,9 @@ def model_batch(batch: dict, with_arcs: bool) -> dict:
   return {k: batch[k].astype(np.int32) for k in keys}
 
 
-class _TrainWindows:
-  """The training windows as the loop's batches (`model_batch`)."""
+class TrainWindows:
+  """The training windows (a `WindowIterator`) as the loop's batches
+  (`model_batch`), resumable."""
 
   def __init__(self, windows, with_arcs: bool):
     self.windows, self.with_arcs = windows, with_arcs
@@ -113,17 +133,8 @@ class PretrainingTask(GLoMoObjective, Task):
   def __init__(self, config: PretrainConfig, workdir: str, *, split_batch_scores: bool = False):
     self.config, self.workdir = config, workdir
     os.makedirs(workdir, exist_ok=True)
-    self.tokenizer = prepare_tokenizer(config, workdir)
-    self.data = pretraining_data(
-        config.corpus, self.tokenizer, batch_size=config.batch_size, bptt=config.bptt,
-        shift=config.shift, seed=config.seed, heldout_fraction=config.heldout_fraction,
-        cache_dir=os.path.join(workdir, "cache"), process_index=jax.process_index(),
-        process_count=jax.process_count(), num_threads=os.cpu_count() or 1)
+    self.tokenizer, self.data = text_data(config, workdir)
     eval_stream = self.data.eval_stream
-    logger.info("corpus: %d training tokens in %d windows; %s held-out tokens; vocabulary %d",
-                self.data.train_stream.num_tokens, self.data.train.num_windows,
-                eval_stream.num_tokens if eval_stream is not None else 0,
-                self.tokenizer.vocab_size)
     self.has_arcs = self.data.train_stream.has_arcs
     self.arcs_in_batch = config.graph_source == "planted"
     model = config.model
@@ -140,7 +151,7 @@ class PretrainingTask(GLoMoObjective, Task):
 
   # ---- data -------------------------------------------------------------------
   def train_batches(self):
-    return _TrainWindows(self.data.train, self.arcs_in_batch)
+    return TrainWindows(self.data.train, self.arcs_in_batch)
 
   def batch_spec(self):
     shape = jax.ShapeDtypeStruct((self.config.batch_size, self.config.bptt), jnp.int32)
