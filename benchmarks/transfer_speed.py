@@ -9,10 +9,11 @@ word-graph cache's build rate and bytes, dense and top-k.
   python benchmarks/transfer_speed.py --task=mnli \
       --train=../shared/data/mnli/mnli_train_subset_9k.jsonl.xz ...
 
-The task settings are those of the CPU-scale grids of experiments/RESULTS.md
-(the task config with max_words 128 for IMDB and 64 for MNLI); `--examples`
-training examples are read (the grids read 8,000). A variant is 'baseline',
-'uniform', 'embeddings', 'rnn', or a graph variant reading a top-k cache,
+The task settings are those of the CPU-scale grids of
+experiments/results/text_tasks.md (the task config with max_words 128 for
+IMDB and 64 for MNLI); `--examples` training examples are read (the grids
+read 8,000). A variant is 'baseline', 'uniform', 'embeddings', 'rnn', or a
+graph variant reading a top-k cache,
 'embeddings:8', with uint8 weights 'embeddings:32:uint8' (its host batch
 densifies the kept sources of each row); a graph
 variant may name how its graphs reach the features, 'embeddings@candidates'

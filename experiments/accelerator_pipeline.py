@@ -19,9 +19,9 @@ Stages, in order (each is skipped once done; `--stages` picks some):
              (experiments.verb_number_arcs) and the whole model as a
              language model on verb number (experiments.verb_number_lm)
   imdb, mnli baseline / uniform / GLoMo (embeddings) × seeds at the CPU-scale
-             task settings of experiments/RESULTS.md (the same runs, another
-             predictor, all at once: `--parallel`): one run builds the graph
-             cache, then the grid
+             task settings of experiments/results/text_tasks.md (the same
+             runs, another predictor, all at once: `--parallel`): one run
+             builds the graph cache, then the grid
 
 The defaults aim at 15 minutes of accelerator time in all: pretraining
 gets 4 of them, the other stages the rest. The short stages
@@ -280,10 +280,10 @@ class Pipeline:
     return status == 0
 
 
-# The CPU-scale task settings of experiments/RESULTS.md (run_experiments.sh),
-# but every batch padded to max_words (one step shape to compile). The CPU grids
-# pad to multiples of 32: the model is the same, the dropout draws and the
-# summation order differ.
+# The CPU-scale task settings of experiments/results/text_tasks.md
+# (run_experiments.sh), but every batch padded to max_words (one step shape to
+# compile). The CPU grids pad to multiples of 32: the model is the same, the
+# dropout draws and the summation order differ.
 GRID_TRAINING = {
     "imdb": ["--config.max_words=128", "--config.length_multiple=128",
              "--config.max_train_examples=8000", "--config.loop.epochs=2",

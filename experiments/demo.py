@@ -13,7 +13,8 @@ whether the graphs learned the planted dependencies.
 4. transfers the frozen graphs into a downstream classifier: subject–verb
    agreement judgements on sentences the predictor never saw
    (experiments/configs/agreement.py: 2,000 training sentences, where the
-   data-efficiency curve of experiments/RESULTS.md separates the variants),
+   data-efficiency curve of experiments/results/agreement.md separates the
+   variants),
    trained as the baseline (no graph), with the uniform graph, with the
    predictor's graphs fused into the word embeddings (GLoMo), and with the
    planted arcs themselves as graphs (the oracle); prints their test

@@ -11,7 +11,7 @@
 # data-efficiency curve on the built-in language, MNLI's word-vector tables,
 # MNLI and IMDB trained longer (about 2.5 hours more), and at the end the predictor
 # table, the SST-2 curve and both grids with the preset's predictor. CPU-scale task
-# settings: see experiments/RESULTS.md. Every step resumes where it stopped.
+# settings: see experiments/results/text_tasks.md. Every step resumes where it stopped.
 # Usage: experiments/run_experiments.sh [DATA_DIR] [RUNS_DIR]
 set -euo pipefail
 DATA=$(realpath -m "${1:-$(dirname "$0")/../../shared/data}")

@@ -30,8 +30,7 @@ def get_config(arg: str = ""):
   config.source = "synthetic"
   config.synthetic.num_documents = 3000
   # 2,000 training sentences: few enough that what the graphs add shows (with
-  # many more, every variant learns the task; experiments/RESULTS.md, data
-  # efficiency)
+  # many more, every variant learns the task; experiments/results/agreement.md)
   config.synthetic.train = 2000
   if arg == "tiny":
     tiny_preset(config, max_words=32)

@@ -10,10 +10,11 @@ report how much of the learned graphs' weight falls on them.
 README has the held-out loss and the planted-arc scores it reaches for
 three seeds. Why 6,000: after 2,000 steps whether the downstream classifier
 could use the graphs depended on the seed and the machine
-(experiments/RESULTS.md, the agreement section).
+(experiments/results/agreement.md).
 The optimiser is the authors' (SGD lr 8, momentum 0.2, global-norm clip 0.25:
-no dead head, experiments/RESULTS.md); `:adam` the earlier preset (Adam 3e-3,
-clip 1.0), kept for comparison. `:tiny` gives a seconds-long smoke run.
+no dead head, experiments/results/predictor.md); `:adam` the earlier preset
+(Adam 3e-3, clip 1.0), kept for comparison. `:tiny` gives a seconds-long
+smoke run.
 """
 from glomo_jax import ModelConfig
 from experiments.configs.common import base_config

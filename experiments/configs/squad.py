@@ -19,8 +19,8 @@ exponential moving average of the weights (the GLoMo paper uses none).
 Validation (model selection) is 1,000 questions of whole train articles;
 dev is evaluated with the best variables.
 
-`:cpu` is the CPU-scale experiment of experiments/RESULTS.md (a subset of
-train, smaller vectors, Adam); `:tiny` a seconds-long smoke run.
+`:cpu` is the CPU-scale experiment of experiments/results/text_tasks.md (a
+subset of train, smaller vectors, Adam); `:tiny` a seconds-long smoke run.
 """
 import dataclasses
 

@@ -15,11 +15,11 @@ SentencePiece model trained on 20M characters of the corpus (the authors'
 Optimiser: the authors' SGD (lr 8, momentum 0.2, global-norm clip 0.25, as
 `experiments/configs/paper.py`), no frequency scaling of the embedding
 gradients. At CPU scale it keeps every head alive and reaches a lower
-held-out loss than Adam (experiments/RESULTS.md, the predictor table).
+held-out loss than Adam (experiments/results/predictor.md, the predictor table).
 Graphs: as wiki_cpu.py, the authors' predictor with a learned distance prior
 started at 1/d (not in the paper): on one H200 for 4 minutes it passes the
 adjacent-word chain on UD where the authors' graphs do not, at a lower
-held-out loss (experiments/RESULTS.md, the paper's model on one GPU).
+held-out loss (experiments/results/accelerator.md).
 `:authors` is the paper's graphs, `:adam` the earlier preset (Adam 5e-4,
 clip 1.0, no prior).
 The corpus pattern has no default. `:tiny` is a seconds-long CPU smoke run of

@@ -4,7 +4,8 @@ r"""A CPU-sized GLoMo on local Wikipedia files (an hour or so on 2 cores).
       --config.corpus.pattern='../shared/data/wiki_text/enwiki2015_wikiextractor_part[123].jsonl.xz' \
       --workdir=runs/wiki_cpu
 
-(parts 1–3 of ../shared/data/wiki_text: the run of experiments/RESULTS.md.)
+(parts 1–3 of ../shared/data/wiki_text: the run of
+experiments/results/predictor.md.)
 The corpus is any glob of plain text, WikiText-layout or JSON-lines files
 (.gz / .xz too); the pattern has no default so a run never reads data it was
 not pointed at. A 8k-piece SentencePiece model is trained on 5M characters
@@ -15,9 +16,9 @@ clip 0.25. Graphs: the authors' predictor with a learned prior over
 distances in the graph normalisation, starting at 1/d
 (`ModelConfig.distance_prior`; not in the paper): at the same budget its
 graphs align with syntax far better, and at the full budget its held-out
-loss was lower (one seed; experiments/RESULTS.md, the predictor table). `:authors` is the paper's
-graphs (no prior), `:adam` the earlier preset (Adam 1e-3, clip 1.0, no
-prior), kept for comparison.
+loss was lower (one seed; experiments/results/predictor.md, the predictor
+table). `:authors` is the paper's graphs (no prior), `:adam` the earlier
+preset (Adam 1e-3, clip 1.0, no prior), kept for comparison.
 """
 from glomo_jax import ModelConfig
 from experiments.configs.common import base_config
