@@ -3,6 +3,7 @@ for a slice's devices by the loop's own `RunPrograms`, their per-device
 bytes, and the search for the largest batch that fits."""
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import re
 import time
@@ -17,6 +18,19 @@ from glomo_jax.train.sharding import batch_sharding, make_mesh, replicated
 
 MiB = 2 ** 20
 _MOSAIC = re.compile(r'%([A-Za-z_]\w*?)(?:\.\d+)? = [^\n]*custom_call_target="tpu_custom_call"')
+
+
+@contextlib.contextmanager
+def no_persistent_cache():
+  """Nothing written to JAX's persistent compilation cache (where one is
+  set): an executable of compile-only devices cannot be loaded back."""
+  name = "jax_persistent_cache_min_compile_time_secs"
+  before = getattr(jax.config, name)
+  jax.config.update(name, float("inf"))
+  try:
+    yield
+  finally:
+    jax.config.update(name, before)
 
 
 def mosaic_calls(hlo_text: str) -> dict[str, int]:
@@ -52,6 +66,7 @@ class Checker:
                limit: int | None = None):
     self.kind, self.tpu, self.devices, self.sizes = kind, tpu, devices, sizes
     self.hbm = limit or tpu.generation.hbm_gib * GiB
+    self.rows: dict[int, dict] = {}
 
   def _setup(self, config):
     loop = config.loop
@@ -63,7 +78,7 @@ class Checker:
 
   def _row(self, name: str, target, mesh, compile_fn: Callable) -> dict:
     t0, c0 = time.perf_counter(), time.process_time()
-    with jax.set_mesh(mesh):
+    with jax.set_mesh(mesh), no_persistent_cache():
       compiled = compile_fn()
     seconds, cpu_seconds = time.perf_counter() - t0, time.process_time() - c0
     memory = ProgramMemory.of(compiled)
@@ -99,54 +114,73 @@ class Checker:
     return rows
 
   def fits(self, config) -> tuple[bool, int | None]:
-    """(whether the train step fits, its bytes or the compiler's count)."""
+    """(whether the train step fits, its bytes or the compiler's count); the
+    step's row (`compile_all`) is kept in `self.rows` by its batch."""
     try:
       row = self.compile_all(config, ("train",))[0]
     except ProgramDoesNotFitError as e:
       return False, e.needed
+    self.rows[batch_of(config, self.kind)] = row
     return True, row["memory"]["total"]
 
-  def find_batch(self, config, max_batch: int = 1 << 16, log: Callable = print) -> dict:
-    """The largest global batch (a multiple of the device count, at most
-    `max_batch`) whose train step fits: doubling from the smallest, then
-    bisecting. Returns {'batch', 'bytes', 'next', 'next_bytes', 'tries'}."""
-    step = len(self.devices)
-    start = max(step, batch_of(config, self.kind) // step * step)
-    tries = []
+  def find_batch(self, config, max_batch: int = 1 << 16, log: Callable = print,
+                 step: int | None = None) -> dict:
+    """The largest global batch (a multiple of `step`, default the device
+    count; at most `max_batch`) whose train step fits, found by compiling:
+    from the config's batch and twice it, the bytes' line through both
+    predicts the largest (a step's memory is nearly affine in its batch), which
+    is then checked with its next multiple; where the line misses, doubling
+    and bisection. Returns {'batch', 'bytes', 'next', 'next_bytes', 'tries'}
+    ('next': the smallest batch tried that does not fit)."""
+    step = step or len(self.devices)
+    if step % len(self.devices):
+      raise ValueError(f"the batch step {step} is not a multiple of the "
+                       f"{len(self.devices)} devices")
+    tries = {}
 
     def probe(batch: int) -> bool:
-      ok, used = self.fits(with_batch(config, self.kind, batch))
-      tries.append({"batch": batch, "fits": ok, "bytes": used})
-      log(f"  batch {batch:6d}: {'fits' if ok else 'does not fit'}"
-          + (f" ({used / GiB:.2f} GiB)" if used else ""))
-      return ok
+      if batch not in tries:
+        ok, used = self.fits(with_batch(config, self.kind, batch))
+        tries[batch] = (ok, used)
+        log(f"  batch {batch:6d}: {'fits' if ok else 'does not fit'}"
+            + (f" ({used / GiB:.2f} GiB)" if used else ""))
+      return tries[batch][0]
 
+    def largest_fitting(lo: int, hi: int | None) -> tuple[int, int | None]:
+      """lo fits (or is 0), hi does not (or None): narrow to adjacent steps."""
+      while hi is None:
+        if 2 * max(lo, step) > max_batch:
+          return lo, None
+        lo, hi = (2 * max(lo, step), None) if probe(2 * max(lo, step)) else (lo, 2 * max(lo, step))
+      while hi - lo > step:
+        mid = max((lo + hi) // 2 // step * step, step)
+        if mid <= lo:
+          break
+        lo, hi = (mid, hi) if probe(mid) else (lo, mid)
+      return lo, hi
+
+    start = max(step, batch_of(config, self.kind) // step * step)
     if not probe(start):
-      if start == step:
-        return {"batch": None, "tries": tries}
-      good, bad = 0, start
-    else:
-      good, bad = start, None
-      while bad is None and good * 2 <= max_batch:
-        if probe(good * 2):
-          good *= 2
-        else:
-          bad = good * 2
-      if bad is None:
-        return _result(good, None, tries)
-    lo, hi = max(good, step) if good else 0, bad
-    while hi - lo > step:
-      mid = (lo + hi) // 2 // step * step
-      if mid <= lo:
-        break
-      lo, hi = (mid, hi) if probe(mid) else (lo, mid)
-    return _result(lo or None, hi, tries)
-
-
-def _result(good, bad, tries) -> dict:
-  found = {t["batch"]: t["bytes"] for t in tries}
-  return {"batch": good, "bytes": found.get(good), "next": bad, "next_bytes": found.get(bad),
-          "tries": tries}
+      good, bad = largest_fitting(0, start)
+    elif 2 * start > max_batch or not probe(2 * start):
+      good, bad = largest_fitting(start, 2 * start if 2 * start <= max_batch else None)
+    else:                                    # the line through (start, 2·start)
+      (_, m0), (_, m1) = tries[start], tries[2 * start]
+      slope = (m1 - m0) / start
+      guess = 2 * start + int((0.98 * self.hbm - m1) / slope) if slope > 0 else max_batch
+      guess = min(max(guess // step * step, 2 * start), max_batch)
+      if probe(guess):
+        nxt = guess + step
+        good, bad = (guess, nxt) if nxt > max_batch or not probe(nxt) else largest_fitting(nxt, None)
+      else:
+        good, bad = largest_fitting(2 * start, guess)
+      if bad is not None and bad > max_batch:
+        bad = None
+    found = {b: used for b, (_, used) in tries.items()}
+    return {"batch": good or None, "bytes": found.get(good), "next": bad,
+            "next_bytes": found.get(bad),
+            "tries": [{"batch": b, "fits": ok, "bytes": used, "row": self.rows.get(b)}
+                      for b, (ok, used) in tries.items()]}
 
 
 def compile_predict(target, mesh):

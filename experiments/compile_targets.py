@@ -44,8 +44,8 @@ class Target:
   Attributes:
     name: e.g. 'pretrain (paper.py)'. task: the loop's `Task`.
     train, eval: global batch shapes {key: ShapeDtypeStruct}.
-    predict: (function, args as ShapeDtypeStructs, in_shardings rule) of
-      the export's `predict`, for the kinds that export a predictor.
+    predict: the export's `predict(variables, *batch)`, for the kinds that
+      export a predictor; predict_args: its arguments' shapes.
     assumed: what was assumed of the data (module docstring).
   """
   name: str
@@ -92,11 +92,17 @@ def predictor_graphs(config, sizes: Sizes) -> tuple[int, int]:
 def pretrain(config, sizes: Sizes) -> Target:
   from glomo_jax.export.predictor import ExportedGraphPredictor  # noqa: PLC0415
   from glomo_jax.pretraining import GLoMoObjective  # noqa: PLC0415
+  from glomo_jax.pretraining.fixed_graphs import fixed_graph_fn  # noqa: PLC0415
   from glomo_jax.pretraining.task import PretrainingTask  # noqa: PLC0415
   del sizes
+  if config.graph_source not in ("predicted", "uniform", "previous"):
+    raise ValueError(f"graph_source={config.graph_source!r} reads a run's data (its export or "
+                     "planted arcs): compile 'predicted', 'uniform' or 'previous'")
   model = config.model.replace(vocab_size=config.vocab_size)
   task = without_data(PretrainingTask, config=config)
-  GLoMoObjective.__init__(task, model, config.bptt, config.build_optimizer())
+  GLoMoObjective.__init__(task, model, config.bptt, config.build_optimizer(),
+                          fixed_graphs=fixed_graph_fn(config.graph_source, model.num_graph_layers,
+                                                      model.num_heads))
   b, t = config.batch_size, config.bptt
   batch = shapes(tokens=((b, t), jnp.int32), mask=((b, t), jnp.int32))
   predictor = ExportedGraphPredictor(model, None)
@@ -107,7 +113,7 @@ def pretrain(config, sizes: Sizes) -> Target:
 
 
 def pretrain_images(config, sizes: Sizes) -> Target:
-  from glomo_jax.export.predictor import _predict_pixels  # noqa: PLC0415
+  from glomo_jax.export.predictor import ExportedPixelGraphPredictor  # noqa: PLC0415
   from glomo_jax.models.pixel_glomo import PixelGLoMo  # noqa: PLC0415
   from glomo_jax.pretraining.pixels import PixelPretrainingTask  # noqa: PLC0415
   size = tuple(s // config.downsample for s in sizes.image)
@@ -119,7 +125,7 @@ def pretrain_images(config, sizes: Sizes) -> Target:
       (1, *size, 3), jnp.uint8), train=False))
   variables = {"params": variables["params"], "batch_stats": variables.get("batch_stats", {})}
   return Target("pretrain_images", task, batch, batch,
-                lambda v, images: _predict_pixels(config.model, v, images),
+                ExportedPixelGraphPredictor(config.model, None).predict,
                 (variables, batch["images"]), {"images": f"{size[0]}×{size[1]}"})
 
 
@@ -200,8 +206,26 @@ def cifar(config, sizes: Sizes) -> Target:
                 assumed={"images": f"{sizes.image[0]}×{sizes.image[1]}"})
 
 
+def picking(config, sizes: Sizes) -> Target:
+  """The picking reader's run at the config's longest training length (the
+  batches are those of a real run: a few generated examples)."""
+  from glomo_jax.focused.picking import generate  # noqa: PLC0415
+  from glomo_jax.focused.task import PickingTask  # noqa: PLC0415
+  del sizes
+  c = config
+  few = generate(np.random.default_rng(0), 4, c.max_length, c.max_length, c.min_k,
+                 c.trained_max_k)
+  task = PickingTask(c, {"train": few, "validation": few})     # a batch pads to its size
+  batch = {k: jax.ShapeDtypeStruct(v.shape, v.dtype)
+           for k, v in next(iter(task.train_batches())).items()}
+  evals = {k: jax.ShapeDtypeStruct(v.shape, v.dtype)
+           for k, v in task._batch("validation", np.arange(4), task.eval_batch_size).items()}
+  return Target(f"picking ({c.model.kind})", task, batch, evals,
+                assumed={"digits": c.max_length})
+
+
 BUILDERS = {"pretrain": pretrain, "pretrain_images": pretrain_images, "classify": classify,
-            "squad": squad, "cifar": cifar}
+            "squad": squad, "cifar": cifar, "picking": picking}
 
 
 def target(kind: str, config, sizes: Sizes = Sizes()) -> Target:

@@ -26,8 +26,9 @@ v5litepod-8, v5p-8, v6e-8, v5e-256, ...; `glomo_jax.train.tpu_slices`: v4
 and v5p are megacore, a v4-8 is 4 devices) or a topology ('v5e:2x4');
 --num_slices joins several over the data-centre network. --find_batch
 searches, by compiling the train step, the largest global batch (a
-multiple of the device count) whose step fits (as MaxText's estimator
-does). The config's overrides are a run's (`--config.x.y=...`). Nothing
+multiple of the device count, or of --batch_step) whose step fits, as
+MaxText's estimator does: the bytes at the config's batch and twice it
+predict it, and compiling it and the next multiple checks it. The config's overrides are a run's (`--config.x.y=...`). Nothing
 here says how fast a step runs.
 """
 from __future__ import annotations
@@ -50,6 +51,8 @@ _PROGRAMS = flags.DEFINE_list("programs", ["train", "eval", "predict"],
 _FIND_BATCH = flags.DEFINE_bool("find_batch", False, "Search the largest global batch whose "
                                 "train step fits.")
 _MAX_BATCH = flags.DEFINE_integer("max_batch", 1 << 16, "--find_batch: stop searching here.")
+_BATCH_STEP = flags.DEFINE_integer("batch_step", None, "--find_batch: the batches tried are "
+                                   "multiples of this (default: the device count).")
 _HBM_GIB = flags.DEFINE_float("hbm_gib", None, "Count a program as fitting only within this "
                               "many GiB a device (default: the chip's HBM; less leaves room).")
 _VOCAB = flags.DEFINE_integer("vocab", 30_000, "Downstream text tasks: the vocabulary "
@@ -80,7 +83,11 @@ def main(argv):
   report = {"slice": tpu.name, "num_slices": tpu.num_slices, "kind": kind,
             "device_kind": tpu.generation.device_kind, "hbm_bytes": checker.hbm}
   if _FIND_BATCH.value:
-    report["find_batch"] = checker.find_batch(config, _MAX_BATCH.value, print)
+    report["find_batch"] = found = checker.find_batch(config, _MAX_BATCH.value, print,
+                                                      _BATCH_STEP.value)
+    print(f"largest batch that fits: {found['batch']}" + (
+        f" ({found['bytes'] / 2 ** 30:.2f} GiB a device); {found['next']} does not"
+        if found["batch"] else ""))
   else:
     rows = checker.compile_all(config, _PROGRAMS.value)
     report["programs"] = rows

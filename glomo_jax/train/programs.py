@@ -11,6 +11,7 @@ import jax
 import numpy as np
 
 from glomo_jax import tuning
+from glomo_jax.tpu import generation_of
 from glomo_jax.train.memory import does_not_fit, is_out_of_memory
 from glomo_jax.train.sharding import batch_sharding, replicated, state_shardings
 from glomo_jax.train.step import accumulating_step, jitted_train_step, metric_shapes, state_creator
@@ -99,9 +100,13 @@ class Program:
 
 
 def describe_devices(mesh) -> str:
-  """'TPU v5 lite (8 devices)': the mesh's device kind and count."""
+  """'TPU v5 lite (v5e-8, 8 devices)': the mesh's device kind, its TPU slice
+  as Cloud TPU names it (`glomo_jax.tpu`), and its device count."""
   n = mesh.devices.size
-  return f"{mesh.devices.flat[0].device_kind} ({n} device{'s' if n > 1 else ''})"
+  kind = mesh.devices.flat[0].device_kind
+  generation = generation_of(kind)
+  name = f"{generation.name}-{n * (2 if generation.megacore else 1)}, " if generation else ""
+  return f"{kind} ({name}{n} device{'s' if n > 1 else ''})"
 
 
 class RunPrograms:
