@@ -22,7 +22,7 @@ reads a task's text.
 """
 from __future__ import annotations
 
-from typing import Mapping, Sequence
+from typing import Sequence
 
 import jax
 import jax.numpy as jnp
@@ -95,15 +95,21 @@ def verb_form_log_probs(model, variables, tokenizer, examples: Sequence[dict],
   return scores.reshape(len(examples), 2)
 
 
+def correct_items(examples: Sequence[dict], log_probs: np.ndarray) -> np.ndarray:
+  """bool [N]: the form of the example's 'label' (0 singular, 1 plural) got
+  the higher log-probability (`verb_form_log_probs`; a tie is wrong)."""
+  labels = np.asarray([ex["label"] for ex in examples])
+  margin = log_probs[:, 1] - log_probs[:, 0]
+  return np.where(labels == 1, margin > 0, margin < 0)
+
+
 def agreement_scores(examples: Sequence[dict], log_probs: np.ndarray,
                      groups: Sequence[ScoreGroup]) -> dict:
   """{'accuracy', 'examples', 'accuracy/<group>', 'examples/<group>'}: how
   often the form of the example's 'label' (0 singular, 1 plural) gets the
   higher log-probability (a tie counts as wrong), over all examples and over
   each of `groups` (info: 'attractors', and 'distance' = verb − subject)."""
-  labels = np.asarray([ex["label"] for ex in examples])
-  margin = log_probs[:, 1] - log_probs[:, 0]
-  correct = np.where(labels == 1, margin > 0, margin < 0).astype(np.float32)
+  correct = correct_items(examples, log_probs).astype(np.float32)
   info = {"attractors": np.asarray([ex.get("attractors", -1) for ex in examples]),
           "distance": np.asarray([ex["verb"] - ex["subject"] if ex.get("subject", -1) >= 0
                                   else -1 for ex in examples])}
