@@ -292,12 +292,13 @@ def restore_language_model(workdir: str, step: int | None = None):
 
 
 def heldout_next_token_loss(config: TextPretrainConfigBase, model, variables, workdir: str,
-                            eval_batches: int | None = None) -> dict[str, float]:
+                            eval_batches: int | None = None, data=None) -> dict[str, float]:
   """{'loss', 'tokens'}: the mean cross-entropy (nats) of every real token
   after a window's first given the window's tokens before it, from
   `model.next_token_log_probs`, over the first `eval_batches` (default the
   config's; 0: all) held-out windows of the run in `workdir` (`text_data`:
-  its tokenizer and token cache, read as its run reads them). For an LSTM
+  its tokenizer and token cache, read as its run reads them; or `data`, the
+  `PretrainingData` of an earlier call on the same run). For an LSTM
   run it is its held-out loss; for GLoMo, its forward direction's
   first-step cross-entropy, the one part of its held-out loss (forward and
   backward, 3 tokens ahead of each position) a language model shares.
@@ -305,7 +306,8 @@ def heldout_next_token_loss(config: TextPretrainConfigBase, model, variables, wo
   Raises:
     ValueError: the run has no held-out split.
   """
-  _, data = text_data(config, workdir)
+  if data is None:
+    _, data = text_data(config, workdir)
   if data.eval_stream is None:
     raise ValueError(f"the run in {workdir} has no held-out split (heldout_fraction 0)")
 

@@ -10,7 +10,8 @@ Each run is a GLoMo pretraining run or an LSTM control run
 (`experiments.lstm_lm`), kept checkpoints every few million tokens; tokens
 are steps × batch × window (the loop's count; windows overlap by half, so
 each token of the corpus is read about twice per pass). A checkpoint's
-figures are kept in <run>/probe/<step>.json and reused. --out gets
+figures are kept in <run>/probe/<step>.json and reused (the held-out loss
+over the first --eval_batches batches of the run's held-out windows). --out gets
 table.md (model, parameters, tokens, the probe on items with an attractor
 and without, the held-out next-token cross-entropy), curve.json, and
 curve.png.
@@ -37,6 +38,8 @@ from experiments import cli
 _RUNS = flags.DEFINE_list("runs", None, "Language-model run workdirs.")
 _EXAMPLES = flags.DEFINE_string("examples", None, "Verb-number JSON lines (the probe's items).")
 _OUT = flags.DEFINE_string("out", None, "Directory of table.md, curve.json, curve.png.")
+_EVAL_BATCHES = flags.DEFINE_integer("eval_batches", 100, "Held-out batches of the "
+                                     "next-token loss (0: all).")
 _FIT_FROM = flags.DEFINE_float("fit_from", 4e6, "Fit the line from this many tokens on.")
 _BOOTSTRAP = flags.DEFINE_integer("bootstrap", 2000, "Resamples of the probe's items.")
 _H200 = flags.DEFINE_float("h200_tokens_per_s", 655_605.0, "The paper model's tokens/s on "
@@ -46,13 +49,16 @@ flags.mark_flags_as_required(["runs", "examples", "out"])
 ATTRACTED = "attractors_1+"
 
 
-def checkpoint_figures(workdir: str, step: int, examples: list[dict]) -> dict:
+def checkpoint_figures(workdir: str, step: int, examples: list[dict], eval_batches: int,
+                       data: dict) -> dict:
   """The probe and the held-out loss of one checkpoint (cached in
-  <workdir>/probe/<step>.json); 'correct': per item, 1 when right."""
+  <workdir>/probe/<step>.json); 'correct': per item, 1 when right. data:
+  the run's held-out windows, read at the first call ({} before)."""
   import jax  # noqa: PLC0415
   import numpy as np  # noqa: PLC0415
 
   from experiments.lstm_control import heldout_next_token_loss, restore_language_model  # noqa: PLC0415
+  from glomo_jax.pretraining import text_data  # noqa: PLC0415
   from glomo_jax.classification.lm_agreement import (agreement_scores, correct_items,  # noqa: PLC0415
                                                      verb_form_log_probs)
   from glomo_jax.classification.verb_number import SCORE_GROUPS  # noqa: PLC0415
@@ -62,12 +68,15 @@ def checkpoint_figures(workdir: str, step: int, examples: list[dict]) -> dict:
     with open(path) as f:
       return json.load(f)
   config, model, variables, tokenizer, _ = restore_language_model(workdir, step)
+  if "windows" not in data:
+    data["windows"] = text_data(config, workdir)[1]
   log_probs = verb_form_log_probs(model, variables, tokenizer, examples)
   params = sum(int(np.prod(x.shape)) for x in jax.tree_util.tree_leaves(variables["params"]))
   figures = {"step": step, "tokens": step * config.batch_size * config.bptt,
              "model": type(model).__name__, "parameters": params,
              "probe": agreement_scores(examples, log_probs, SCORE_GROUPS),
-             "heldout": heldout_next_token_loss(config, model, variables, workdir, 0)["loss"],
+             "heldout": heldout_next_token_loss(config, model, variables, workdir,
+                                                eval_batches, data["windows"])["loss"],
              "correct": correct_items(examples, log_probs).astype(int).tolist()}
   write_json(path, figures)
   return figures
@@ -109,7 +118,9 @@ def main(argv):
   for workdir in _RUNS.value:
     steps = sorted(int(s) for s in os.listdir(os.path.join(workdir, "checkpoints"))
                    if s.isdigit())
-    figures = [checkpoint_figures(workdir, step, examples) for step in steps]
+    data = {}
+    figures = [checkpoint_figures(workdir, step, examples, _EVAL_BATCHES.value, data)
+               for step in steps]
     name = os.path.basename(os.path.normpath(workdir))
     fit = crossing([f["tokens"] for f in figures], [f["correct"] for f in figures],
                    attracted, _FIT_FROM.value, _BOOTSTRAP.value)
