@@ -15,8 +15,9 @@ log-likelihood; REINFORCE with the leave-one-out baseline, the sparsity
 cost in the reward, the entropy term) with gates sampled from the 'gate'
 rng stream; the sparsity weight grows linearly from 0 to β over the first
 `gate.beta_warmup` steps (each batch carries its step, `NumberedBatches`),
-so the network learns to read before the gate is asked to close. At the end <workdir>/profile.json
-holds, for the best variables, the data of the seed's Figure 3
+so the network learns to read before the gate is asked to close. At the
+end <workdir>/profile.json holds, for the best variables, the data of the
+seed's Figure 3
 ('profile': the gate openness and the attention's mean weight at each
 position t for k = 1/5 .. 5/5 of the largest trained k, on sequences of
 the longest training length) and one sequence's open gates ('sequence': the first test

@@ -3,10 +3,10 @@
 `batch_order` lists one epoch's batches of example indices, shuffled
 deterministically from (seed, epoch); `ExampleBatches` is the loop's
 iterator over a split (`glomo_jax.train.task.Batches`): endless epochs,
-resumable from (epoch, step); `NumberedBatches` adds each batch's step. A split is anything with a length; bucketing
-by length also needs `texts` and `lengths(field)` (`text.splits.Split`,
-`squad.data.SquadSplit`). `host_rows` cuts a global batch into this
-process's rows.
+resumable from (epoch, step); `NumberedBatches` adds each batch's step. A
+split is anything with a length; bucketing by length also needs `texts`
+and `lengths(field)` (`text.splits.Split`, `squad.data.SquadSplit`).
+`host_rows` cuts a global batch into this process's rows.
 """
 from __future__ import annotations
 
