@@ -175,6 +175,8 @@ def squad(config, sizes: Sizes) -> Target:
              "question": config.max_question_words or sizes.question_words}
   entries = {"start": ((o.batch_size,), jnp.int32), "end": ((o.batch_size,), jnp.int32),
              "weight": ((o.batch_size,), jnp.float32)}
+  if config.model.is_focused:          # the sparsity warm-up reads each batch's step
+    entries["step"] = ((o.batch_size,), jnp.int32)
   for f in TEXTS:
     n = lengths[f]
     entries[f], entries[f + "_mask"] = ((o.batch_size, n), jnp.int32), ((o.batch_size, n),
@@ -183,12 +185,14 @@ def squad(config, sizes: Sizes) -> Target:
     if reads:
       entries[f + "_graphs"] = ((o.batch_size, *prefix, n, n), jnp.float32)
   batch = shapes(**entries)
-  evals = rows(batch, o.eval_batch_size or 2 * o.batch_size)
+  evals = rows({k: v for k, v in batch.items() if k != "step"},
+               o.eval_batch_size or 2 * o.batch_size)
   evals["index"] = jax.ShapeDtypeStruct(evals["start"].shape, jnp.int32)
   assumed = {"vocabulary": sizes.vocab, "characters": sizes.chars, "words": lengths}
   if reads:
     assumed["graphs (2L, K)"] = prefix
-  return Target(f"squad ({config.variant})", task, batch, evals, assumed=assumed)
+  encoder = ", focused" if config.model.is_focused else ""
+  return Target(f"squad ({config.variant}{encoder})", task, batch, evals, assumed=assumed)
 
 
 def cifar(config, sizes: Sizes) -> Target:

@@ -21,6 +21,10 @@ dev is evaluated with the best variables.
 
 `:cpu` is the CPU-scale experiment of experiments/results/text_tasks.md (a
 subset of train, smaller vectors, Adam); `:tiny` a seconds-long smoke run.
+`--config.model.passage_encoder=focused` reads the passage with Ke et al.'s
+focused hierarchical encoder conditioned on the question (its options
+`--config.model.focused.*`, e.g. `.gate.beta`, `.gate.gamma`,
+`.gate.beta_warmup`, `.test_gate`; docs/focused.md), with any variant.
 """
 import dataclasses
 

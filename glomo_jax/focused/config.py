@@ -6,10 +6,14 @@ from __future__ import annotations
 import dataclasses
 from typing import Mapping
 
+import jax
+import jax.numpy as jnp
+
 from glomo_jax.config import from_dict
 from glomo_jax.downstream.config import DownstreamConfig
 from glomo_jax.downstream.options import DOWNSTREAM_MOVED_FIELDS, OptimOptions
 from glomo_jax.focused.model import DECISIONS, KINDS
+from glomo_jax.focused.objective import focused_loss
 from glomo_jax.train.config import DOWNSTREAM_LOOP, LoopOptions
 
 TEST_K = ("trained", "any", "both")
@@ -61,11 +65,24 @@ class GateObjective:
   beta_warmup: int = 500
   entropy_weight: float = 0.01
 
-  def check(self) -> None:
+  def check(self, where: str = "gate") -> None:
     if not (self.beta >= 0 and self.entropy_weight >= 0 and 0 <= self.gamma <= 1
             and self.beta_warmup >= 0):
-      raise ValueError(f"gate: beta, beta_warmup and entropy_weight must be >= 0 and gamma "
+      raise ValueError(f"{where}: beta, beta_warmup and entropy_weight must be >= 0 and gamma "
                        f"in [0, 1], got {self}")
+
+  def beta_at(self, step: jax.Array) -> jax.Array:
+    """β at the 1-based training step `step`: β min(1, step / beta_warmup)
+    (β from the first step when beta_warmup is 0)."""
+    return self.beta * jnp.minimum(1.0, step / max(self.beta_warmup, 1))
+
+  def loss(self, log_likelihood: jax.Array, logits: jax.Array | None, gates: jax.Array,
+           mask: jax.Array, weights: jax.Array, step: jax.Array) -> tuple[jax.Array, dict]:
+    """(L, metrics) of `focused_loss` with these terms at training step
+    `step` (β warmed up: `beta_at`). log_likelihood, weights: [B]; logits
+    (None: no gate), gates, mask: [B, T]."""
+    return focused_loss(log_likelihood, logits, gates, mask, weights, beta=self.beta_at(step),
+                        gamma=self.gamma, entropy_weight=self.entropy_weight)
 
 
 @dataclasses.dataclass(frozen=True)

@@ -44,6 +44,13 @@ DECISIONS = ("sample", "threshold")
 NUM_DIGITS = 10
 
 
+def evaluation_rng(seed: int, first_index: jax.Array) -> jax.Array:
+  """The key of gates sampled at evaluation ('sample'): the run's seed with
+  the batch's first example index folded in, so a batch gets the same gates
+  in every evaluation (and a rerun)."""
+  return jax.random.fold_in(jax.random.key(seed), first_index)
+
+
 def _forget_bias_one(key, shape, dtype=jnp.float32):
   """LSTM gate biases [4H] in the order (i, f, g, o): 1 for f, 0 elsewhere."""
   del key
@@ -102,10 +109,14 @@ class Encoded(NamedTuple):
     gate is open (the upper layer updated there); every real token for the
     baselines. The share of real tokens readable is the gate openness.
   gate_logits: [B, T] the gate's logits ('fhe'), else None.
+  lower: [B, T, H] the lower LSTM's states, defined at every real token
+    (a reader that must address every token reads them beside `states`:
+    SQuAD's focused passage encoder).
   """
   states: jax.Array
   readable: jax.Array
   gate_logits: jax.Array | None
+  lower: jax.Array
 
 
 class FocusedEncoder(nn.Module):
@@ -132,7 +143,7 @@ class FocusedEncoder(nn.Module):
     real = mask.astype(bool)
     lower = GatedLSTM(self.features, name="lower")(x, real)
     if self.kind == "lstm1":
-      return Encoded(lower, real.astype(lower.dtype), None)
+      return Encoded(lower, real.astype(lower.dtype), None, lower)
     logits = None
     opened = real
     if self.kind == "fhe":
@@ -146,7 +157,7 @@ class FocusedEncoder(nn.Module):
       else:
         opened = (logits >= 0) & real         # p_t >= 1/2
     upper = GatedLSTM(self.features, name="upper")(lower, opened)
-    return Encoded(upper, opened.astype(upper.dtype), logits)
+    return Encoded(upper, opened.astype(upper.dtype), logits, lower)
 
 
 class QuestionAttention(nn.Module):

@@ -10,13 +10,14 @@ digit at the training length) and the user's `test_file` ('file'). Every
 score has its accuracy, mean loss and gate openness (the share of real
 digits the gate opened; 1 for the baselines).
 
-Training: `focused_loss` (the answer's log-likelihood; REINFORCE with the
-leave-one-out baseline, the sparsity cost in the reward, the entropy term)
-with gates sampled from the 'gate' rng stream; the sparsity weight grows
-linearly from 0 to β over the first `gate.beta_warmup` steps (each batch
-carries its step, `NumberedBatches`), so the network learns to read
-before the gate is asked to close. At the end <workdir>/profile.json
-holds, for the best variables, the data of the seed's Figure 3
+Training: `GateObjective.loss` (`focused_loss`: the answer's
+log-likelihood; REINFORCE with the leave-one-out baseline, the sparsity
+cost in the reward, the entropy term) with gates sampled from the 'gate'
+rng stream; the sparsity weight grows linearly from 0 to β over the first
+`gate.beta_warmup` steps (each batch carries its step, `NumberedBatches`),
+so the network learns to read before the gate is asked to close. At the
+end <workdir>/profile.json holds, for the best variables, the data of the
+seed's Figure 3
 ('profile': the gate openness and the attention's mean weight at each
 position t for k = 1/5 .. 5/5 of the largest trained k, on sequences of
 the longest training length) and one sequence's open gates ('sequence': the first test
@@ -38,12 +39,11 @@ from glomo_jax.downstream.run import train_and_report
 from glomo_jax.downstream.scores import classification_sums, summed_accuracy
 from glomo_jax.downstream.task import VALIDATION, DownstreamTask
 from glomo_jax.focused.config import PickingConfig
-from glomo_jax.focused.model import PickingReader
-from glomo_jax.focused.objective import focused_loss
+from glomo_jax.focused.model import PickingReader, evaluation_rng
 from glomo_jax.focused.picking import (PickingSet, generate, generate_malicious,
                                        read_picking)
 from glomo_jax.io import write_json
-from glomo_jax.train.batches import ExampleBatches, batch_order, host_rows
+from glomo_jax.train.batches import NumberedBatches, batch_order, host_rows
 from glomo_jax.train.task import RunContext, RunEval
 from glomo_jax.train.workdir import holding_workdir
 
@@ -120,11 +120,8 @@ class PickingTask(DownstreamTask):
     out = self._answer(variables, batch, "sample", rngs["gate"])
     log_likelihood = -optax.softmax_cross_entropy_with_integer_labels(
         out.logits.astype(jnp.float32), batch["target"])
-    g = self.config.gate
-    beta = g.beta * jnp.minimum(1.0, batch["step"][0] / max(g.beta_warmup, 1))
-    loss, metrics = focused_loss(log_likelihood, out.gate_logits, out.readable, out.mask,
-                                 batch["weight"], beta=beta, gamma=g.gamma,
-                                 entropy_weight=g.entropy_weight)
+    loss, metrics = self.config.gate.loss(log_likelihood, out.gate_logits, out.readable,
+                                          out.mask, batch["weight"], batch["step"][0])
     correct = (jnp.argmax(out.logits, -1) == batch["target"]).astype(jnp.float32)
     accuracy = jnp.sum(correct * batch["weight"]) / jnp.maximum(jnp.sum(batch["weight"]), 1)
     return loss, dict(metrics, accuracy=accuracy), variables["batch_stats"]
@@ -146,7 +143,7 @@ class PickingTask(DownstreamTask):
     (examples whose gate is open there) and 'focus_at' (attention weight)."""
     rng = None
     if self.config.model.test_gate == "sample":
-      rng = jax.random.fold_in(jax.random.key(self.config.seed), batch["index"][0])
+      rng = evaluation_rng(self.config.seed, batch["index"][0])
     out = self._answer(variables, batch, self.config.model.test_gate, rng)
     w = batch["weight"]
     mask = out.mask.astype(jnp.float32) * w[:, None]
@@ -207,31 +204,6 @@ class PickingTask(DownstreamTask):
       write_json(os.path.join(ctx.workdir, PROFILE_FILE), {"profile": profile,
                                                            "sequence": sequence})
     return dict(out, profile_file=PROFILE_FILE)
-
-
-class NumberedBatches:
-  """The training batches (`ExampleBatches`), each with 'step' int32 [rows]:
-  the 1-based training step it is drawn for (the batches drawn so far, so
-  a resumed run numbers them as the straight run does); the sparsity
-  cost's warm-up reads it."""
-
-  def __init__(self, batches: ExampleBatches):
-    self.batches = batches
-
-  def __iter__(self):
-    return self
-
-  def __next__(self) -> dict:
-    batch = next(self.batches)
-    b = self.batches
-    batch["step"] = np.full(len(batch["k"]), b.epoch * b.batches_per_epoch + b.step, np.int32)
-    return batch
-
-  def state(self) -> dict:
-    return self.batches.state()
-
-  def restore(self, state) -> None:
-    self.batches.restore(state)
 
 
 def _subset(data: PickingSet, rows: np.ndarray) -> PickingSet:

@@ -17,6 +17,7 @@ import jax
 import numpy as np
 
 from glomo_jax.downstream.run import RESULTS_FILE, load_predictor
+from glomo_jax.focused.model import evaluation_rng
 from glomo_jax.squad.batching import make_squad_batch
 from glomo_jax.squad.config import SquadConfig
 from glomo_jax.squad.data import Paragraph, Question, SquadSplit
@@ -133,7 +134,11 @@ class Answerer:
       logging.warning("the passage has %d words; the run reads the first %d "
                       "(max_context_words)", len(self._paragraph.words), cap)
     inputs = {k: v for k, v in batch.items() if k not in ("start", "end", "weight")}
-    start, end = self._apply(self.variables, **inputs, train=False)
+    rngs = None
+    focused = self.config.model.focused
+    if self.config.model.is_focused and focused.test_gate == "sample":
+      rngs = {"gate": evaluation_rng(self.config.seed, 0)}   # the same answer every time
+    start, end = self._apply(self.variables, **inputs, train=False, rngs=rngs)
     first, last, score = best_span(jax.nn.log_softmax(start), jax.nn.log_softmax(end),
                                    batch["context_mask"], self.config.max_span)
     first, last = int(first[0]), int(last[0])

@@ -10,10 +10,13 @@ import dataclasses
 
 from glomo_jax.downstream.config import DownstreamConfig
 from glomo_jax.downstream.options import TfdsOptions
+from glomo_jax.focused.config import GateObjective
+from glomo_jax.focused.model import DECISIONS
 from glomo_jax.text.fields import TextFields
 from glomo_jax.transfer.options import TRANSFER_MOVED_FIELDS, TransferOptions
 
 SOURCES = ("files", "tfds")
+PASSAGE_ENCODERS = ("bigru", "focused")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -25,6 +28,36 @@ class SquadFiles:
 
 
 @dataclasses.dataclass(frozen=True)
+class FocusedPassageOptions:
+  """The focused passage encoder (`ReaderOptions.passage_encoder`
+  'focused'; docs/focused.md, "SQuAD"): Ke et al.'s encoder
+  (`glomo_jax.focused.model.FocusedEncoder`, its LSTMs `hidden` wide)
+  reading the passage conditioned on the question.
+
+  Attributes:
+    gate_hidden: the boundary gate's hidden width (W_b).
+    test_gate: the gate at evaluation: 'sample' (b_t ~ Bernoulli(p_t), as in
+      training; keyed by the seed and the batch's first question) or
+      'threshold' (b_t = 1[p_t >= 1/2]).
+    gate: the gate's training terms (`GateObjective`: β, γ, β's warm-up in
+      steps, the entropy weight); its reward is the answer span's
+      log-likelihood log p(start) + log p(end) minus the sparsity cost.
+  """
+  gate_hidden: int = 32
+  test_gate: str = "sample"
+  gate: GateObjective = GateObjective()
+
+  def check(self, where: str = "model.focused") -> None:
+    """Raises ValueError for a setting that cannot run."""
+    if self.test_gate not in DECISIONS:
+      raise ValueError(f"unknown {where}.test_gate {self.test_gate!r}: one of "
+                       f"{list(DECISIONS)}")
+    if self.gate_hidden < 1:
+      raise ValueError(f"{where}.gate_hidden must be >= 1, got {self.gate_hidden}")
+    self.gate.check(f"{where}.gate")
+
+
+@dataclasses.dataclass(frozen=True)
 class ReaderOptions:
   """`glomo_jax.squad.model.SquadReader`'s sizes (defaults: document-qa):
   embed_dim (the word table's E); oov_scale, glove_scale (the table's
@@ -32,7 +65,11 @@ class ReaderOptions:
   CharCNN); hidden (GRU width per direction), dense (the ReLU layers'
   width), dropout_rate (variational dropout); transfer: the graph
   transfer's options (its num_layers: None = the predictor's L, 3 for
-  'uniform')."""
+  'uniform'); passage_encoder: the passage's first layer, 'bigru'
+  (document-qa's BiGRU, shared with the question) or 'focused' (the
+  focused hierarchical encoder conditioned on the question, whose lower
+  and upper LSTM states replace the BiGRU's; the question keeps the
+  BiGRU); focused: its options (`FocusedPassageOptions`)."""
   embed_dim: int = 100
   oov_scale: float = 0.1
   glove_scale: float = 1.0
@@ -43,7 +80,23 @@ class ReaderOptions:
   dense: int = 200
   dropout_rate: float = 0.2
   transfer: TransferOptions = TransferOptions()
+  passage_encoder: str = "bigru"
+  focused: FocusedPassageOptions = FocusedPassageOptions()
   MOVED_FIELDS = TRANSFER_MOVED_FIELDS
+
+  @property
+  def is_focused(self) -> bool:
+    """The passage encoder is the focused one (its gate is trained by
+    REINFORCE, its batches carry their step)."""
+    return self.passage_encoder == "focused"
+
+  def check(self, where: str = "model") -> None:
+    """Raises ValueError for a setting that cannot run."""
+    self.transfer.check(f"{where}.transfer")
+    if self.passage_encoder not in PASSAGE_ENCODERS:
+      raise ValueError(f"unknown {where}.passage_encoder {self.passage_encoder!r}: one of "
+                       f"{list(PASSAGE_ENCODERS)}")
+    self.focused.check(f"{where}.focused")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -70,7 +123,12 @@ class SquadConfig(TextFields, DownstreamConfig):
       questions answered beyond it are left out of training, and every cut
       is counted in results.json. max_question_words likewise.
     max_span: most words in a predicted answer (document-qa 17).
-    model: the reader's fields.
+    model: the reader's fields (`ReaderOptions`), among them the passage
+      encoder: `model.passage_encoder` 'bigru' (document-qa's) or 'focused'
+      (Ke et al.'s focused hierarchical encoder conditioned on the question,
+      its gate trained by REINFORCE with the span log-likelihood as reward;
+      options `model.focused`, docs/focused.md); every variant composes
+      with either ('rnn' transfers the focused encoder's states).
     graph_cache_dir, graph_cache_dtype, graph_batch_size, graph_self_loops,
       graph_text: the graph source (`TextFields`); graphs are computed per
       paragraph and per question, by default from the passage and question
@@ -100,7 +158,7 @@ class SquadConfig(TextFields, DownstreamConfig):
     super().check()
     if self.source not in SOURCES:
       raise ValueError(f"unknown source {self.source!r}: one of {list(SOURCES)}")
-    self.model.transfer.check("model.transfer")
+    self.model.check("model")
     if self.source == "files" and not self.files.train:
       raise ValueError("source='files' needs --config.files.train=PATH (SQuAD JSON, e.g. "
                        "../shared/data/squad_v1.1/squad_train-v1.1_rebuilt.json.xz)")

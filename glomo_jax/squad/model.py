@@ -13,6 +13,17 @@ For a passage c (Tc words) and a question q (Tq words); d = 2·hidden:
   (E' = transfer.features, default E)
   encoding     c̄, q̄ = vdrop(BiGRU(vdrop(e))), one GRU for both texts [B, T, d]
   (variant 'rnn': c̄ = vdrop(GraphTransfer(BiGRU(vdrop(e)))) = [c̄ ; gated], q̄ likewise)
+  (passage_encoder 'focused': q̄ as above from the question alone; the
+   passage is read by Ke et al.'s focused hierarchical encoder
+   (`glomo_jax.focused.model.FocusedEncoder`, LSTMs `hidden` wide)
+   conditioned on the question's mean state q̂ = mean_j q̄_j (real j):
+   lower h^l_t = LSTM_l(vdrop(e)_t), gate p_t = σ(w_bᵀ LReLU(W_b [q' ⊙ h^l_t ;
+   h^l_t ; q'] + b_b)) (q' = W_q q̂ + b_q), b_t ~ Bernoulli(p_t) in training
+   (at evaluation `focused.test_gate`), upper h^u_t = LSTM_u(h^l_t) where b_t =
+   1, carried where b_t = 0; c̄ = vdrop([h^l ; h^u]) [B, Tc, d], defined at
+   every word (the pointers address every word; the upper state carries
+   the question-focused reading of the opened words); with 'rnn' the
+   GraphTransfer acts on [h^l ; h^u] as on the BiGRU's states)
   bi-attention s_ij = w1·c̄_i + w2·q̄_j + w3·(c̄_i ⊙ q̄_j) + b         [B, Tc, Tq]
                c2q_i = Σ_j softmax_j(s_ij) q̄_j
                q2c = Σ_i softmax_i(max_j s_ij) c̄_i                (one vector)
@@ -28,6 +39,8 @@ The layer sequence is document-qa's `get_model` (docqa/scripts/
 ablate_triviaqa.py, used by ablate_squad.py): embed_mapper, BiAttention
 (TriLinear, q2c), match_encoder (FullyConnected, ResidualLayer around GRU +
 StaticAttentionSelf + FullyConnected), BoundsPredictor(ChainBiMapper).
+The focused encoder's gate gets no gradient from the span loss (b_t is
+discrete): SquadTask trains it by REINFORCE (`GateObjective.loss`).
 Not copied: their TruncatedNormal(0.05) GRU initialisation (Flax defaults
 here) and zero vectors for words GloVe lacks (random ones here, as the
 GLoMo task asks).
@@ -40,12 +53,13 @@ and share one GraphTransfer.
 """
 from __future__ import annotations
 
-from typing import Callable
+from typing import Callable, NamedTuple
 
 import flax.linen as nn
 import jax
 import jax.numpy as jnp
 
+from glomo_jax.focused.model import FocusedEncoder
 from glomo_jax.squad.config import ReaderOptions
 from glomo_jax.text import layers
 from glomo_jax.transfer.options import variant_of
@@ -101,6 +115,21 @@ def bi_attention(s: jax.Array, c: jax.Array, c_mask: jax.Array, q: jax.Array,
   return jnp.concatenate([c, c2q, c * c2q, c * q2c], axis=-1)
 
 
+class Reading(NamedTuple):
+  """What `SquadReader.read` gives.
+
+  start, end: float32 [B, Tc] the span logits, -1e30 at padding.
+  gate_logits: float32 [B, Tc] the focused passage encoder's gate logits ℓ_t
+    (p_t = σ(ℓ_t)), None for the BiGRU.
+  gates: float32 [B, Tc] its decisions b_t (0/1, 0 at padding), None for
+    the BiGRU.
+  """
+  start: jax.Array
+  end: jax.Array
+  gate_logits: jax.Array | None = None
+  gates: jax.Array | None = None
+
+
 class SquadReader(nn.Module):
   """The document-qa reader (module docstring).
 
@@ -111,9 +140,10 @@ class SquadReader(nn.Module):
     options: the reader's sizes (`ReaderOptions`: embed_dim; char_dim,
       char_filters, char_width of the CharCNN; hidden: GRU width per
       direction, document-qa 100; dense: the ReLU layers' width, 200;
-      dropout_rate: variational dropout, 0.2) and the GraphTransfer's
-      options (`transfer`); its oov_scale and glove_scale shape the word
-      table before it gets here.
+      dropout_rate: variational dropout, 0.2), the GraphTransfer's
+      options (`transfer`) and the passage encoder (`passage_encoder`,
+      `focused`); its oov_scale and glove_scale shape the word table
+      before it gets here.
     variant: 'baseline', 'embeddings', 'rnn' or 'uniform'.
   """
   vocab_size: int
@@ -122,11 +152,21 @@ class SquadReader(nn.Module):
   embedding_init: Callable = nn.initializers.normal(0.1)
   variant: str = "baseline"
 
-  @nn.compact
   def __call__(self, context, context_mask, context_chars, question, question_mask,
                question_chars, context_graphs=None, question_graphs=None, *,
                train: bool = False) -> tuple[jax.Array, jax.Array]:
-    """Start and end logits of a batch of (passage, question) pairs.
+    """Start and end logits of a batch of (passage, question) pairs: `read`'s
+    (start, end)."""
+    reading = self.read(context, context_mask, context_chars, question, question_mask,
+                        question_chars, context_graphs, question_graphs, train=train)
+    return reading.start, reading.end
+
+  @nn.compact
+  def read(self, context, context_mask, context_chars, question, question_mask,
+           question_chars, context_graphs=None, question_graphs=None, *,
+           train: bool = False) -> Reading:
+    """The span logits of a batch of (passage, question) pairs, and the
+    focused passage encoder's gates.
 
     Args:
       context: int [B, Tc] word ids; context_mask: bool [B, Tc] (a prefix);
@@ -134,10 +174,13 @@ class SquadReader(nn.Module):
       question, question_mask, question_chars: the same for [B, Tq].
       context_graphs: float [B, 2L, K, Tc, Tc] ([.., target, source]);
         question_graphs: [B, 2L, K, Tq, Tq]: for variants 'embeddings' / 'rnn'.
-      train: dropout on (needs a 'dropout' rng).
+      train: dropout on (needs a 'dropout' rng); the focused encoder's gates
+        are sampled in training and decided by `focused.test_gate` otherwise
+        (sampling needs a 'gate' rng).
 
     Returns:
-      (start, end) float32 [B, Tc]; -1e30 at padding.
+      `Reading`: start, end float32 [B, Tc] (-1e30 at padding); the gate's
+      logits and decisions [B, Tc] (focused passage encoder).
     """
     variant, o = variant_of(self.variant), self.options
     cm, qm = context_mask.astype(bool), question_mask.astype(bool)
@@ -170,11 +213,17 @@ class SquadReader(nn.Module):
     x = jnp.concatenate([words, chars], axis=-1) * f2
     if variant.at == "inputs":  # [words ; chars ; gated(words)]
       x = jnp.concatenate([x, transferred(words * f2)[..., o.embed_dim:]], axis=-1)
-    x = layers.BiRNN(o.hidden, "gru", name="encoder")(vdrop(x), mask2)
-    if variant.at == "rnn":
-      x = transferred(x)
-    x = vdrop(x)
-    c, q = x[:batch, :tc], x[batch:, :tq]
+    gate_logits = gates = None
+    if o.is_focused:
+      rnn_transfer = transfer if variant.at == "rnn" else None
+      c, q, gate_logits, gates = self._focused(vdrop(x), cm, qm, batch, graphs, rnn_transfer,
+                                               vdrop, train)
+    else:
+      x = layers.BiRNN(o.hidden, "gru", name="encoder")(vdrop(x), mask2)
+      if variant.at == "rnn":
+        x = transferred(x)
+      x = vdrop(x)
+      c, q = x[:batch, :tc], x[batch:, :tq]
 
     fc = mask2[:batch, :tc, None].astype(jnp.float32)
     s = TriLinear(name="bi_attention")(c, q)
@@ -193,5 +242,26 @@ class SquadReader(nn.Module):
         jnp.concatenate([g, m1], axis=-1), cm)
     start = nn.Dense(1, name="start")(m1)[..., 0]
     end = nn.Dense(1, name="end")(m2)[..., 0]
-    return (jnp.where(cm, start, NEG).astype(jnp.float32),
-            jnp.where(cm, end, NEG).astype(jnp.float32))
+    return Reading(jnp.where(cm, start, NEG).astype(jnp.float32),
+                   jnp.where(cm, end, NEG).astype(jnp.float32), gate_logits, gates)
+
+  def _focused(self, x, cm, qm, batch: int, graphs, transfer, vdrop, train: bool):
+    """The focused passage encoder (module docstring): x [2B, T, F] both
+    texts' dropped-out word features (passages first); cm [B, Tc], qm
+    [B, Tq]; transfer: the 'rnn' variant's GraphTransfer or None.
+    -> (c̄ [B, Tc, d'], q̄ [B, Tq, d'], gate logits [B, Tc], gates [B, Tc])."""
+    o = self.options
+    tc, tq = cm.shape[1], qm.shape[1]
+    fc, fq = cm[..., None].astype(jnp.float32), qm[..., None].astype(jnp.float32)
+    q = layers.BiRNN(o.hidden, "gru", name="encoder")(x[batch:, :tq], qm)
+    if transfer is not None:
+      q = transfer(q, graphs[1], qm, train=train) * fq
+    q = vdrop(q)
+    decide = "sample" if train else o.focused.test_gate
+    encoded = FocusedEncoder(o.hidden, "fhe", o.focused.gate_hidden, name="focused")(
+        x[:batch, :tc], cm, layers.masked_pool(q, qm, ("mean",)), decide=decide,
+        rng=self.make_rng("gate") if decide == "sample" else None)
+    c = jnp.concatenate([encoded.lower, encoded.states], axis=-1) * fc
+    if transfer is not None:
+      c = transfer(c, graphs[0], cm, train=train) * fc
+    return vdrop(c), q, encoded.gate_logits, encoded.readable

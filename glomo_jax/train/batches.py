@@ -3,10 +3,10 @@
 `batch_order` lists one epoch's batches of example indices, shuffled
 deterministically from (seed, epoch); `ExampleBatches` is the loop's
 iterator over a split (`glomo_jax.train.task.Batches`): endless epochs,
-resumable from (epoch, step). A split is anything with a length; bucketing
-by length also needs `texts` and `lengths(field)` (`text.splits.Split`,
-`squad.data.SquadSplit`). `host_rows` cuts a global batch into this
-process's rows.
+resumable from (epoch, step); `NumberedBatches` adds each batch's step. A
+split is anything with a length; bucketing by length also needs `texts`
+and `lengths(field)` (`text.splits.Split`, `squad.data.SquadSplit`).
+`host_rows` cuts a global batch into this process's rows.
 """
 from __future__ import annotations
 
@@ -130,3 +130,30 @@ class ExampleBatches:
                        f"(checkpoint, now): {mismatch or state.get('version')}; rerun with "
                        "the run's original data settings, or in a new --workdir")
     self.epoch, self.step = int(state["epoch"]), int(state["step"])
+
+
+class NumberedBatches:
+  """`ExampleBatches` whose batches each carry 'step' int32 [rows]: the
+  1-based training step it is drawn for (the batches drawn so far, so a
+  resumed run numbers them as the straight run does). The focused encoder's
+  sparsity warm-up reads it (the picking task, SQuAD's focused passage
+  encoder)."""
+
+  def __init__(self, batches: ExampleBatches):
+    self.batches = batches
+
+  def __iter__(self):
+    return self
+
+  def __next__(self) -> dict:
+    batch = next(self.batches)
+    b = self.batches
+    rows = len(next(iter(batch.values())))
+    batch["step"] = np.full(rows, b.epoch * b.batches_per_epoch + b.step, np.int32)
+    return batch
+
+  def state(self) -> dict:
+    return self.batches.state()
+
+  def restore(self, state: Mapping[str, Any]) -> None:
+    self.batches.restore(state)
