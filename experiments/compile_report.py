@@ -126,12 +126,14 @@ class Checker:
   def find_batch(self, config, max_batch: int = 1 << 16, log: Callable = print,
                  step: int | None = None) -> dict:
     """The largest global batch (a multiple of `step`, default the device
-    count; at most `max_batch`) whose train step fits, found by compiling:
-    from the config's batch and twice it, the bytes' line through both
-    predicts the largest (a step's memory is nearly affine in its batch), which
-    is then checked with its next multiple; where the line misses, doubling
-    and bisection. Returns {'batch', 'bytes', 'next', 'next_bytes', 'tries'}
-    ('next': the smallest batch tried that does not fit)."""
+    count; at most `max_batch`) whose train step fits, found by compiling.
+    A step's bytes grow nearly linearly with its batch, so each next batch
+    tried is where the line through the two largest that fit reaches the
+    limit (from the config's batch and twice it), kept between the largest
+    that fits and the smallest that does not; where it gives no new batch,
+    bisection. It ends when those two are one step apart. Returns {'batch',
+    'bytes', 'next' (the smallest tried that does not fit), 'next_bytes',
+    'tries'}."""
     step = step or len(self.devices)
     if step % len(self.devices):
       raise ValueError(f"the batch step {step} is not a multiple of the "
@@ -139,43 +141,36 @@ class Checker:
     tries = {}
 
     def probe(batch: int) -> bool:
-      if batch not in tries:
-        ok, used = self.fits(with_batch(config, self.kind, batch))
-        tries[batch] = (ok, used)
-        log(f"  batch {batch:6d}: {'fits' if ok else 'does not fit'}"
-            + (f" ({used / GiB:.2f} GiB)" if used else ""))
-      return tries[batch][0]
+      ok, used = self.fits(with_batch(config, self.kind, batch))
+      tries[batch] = (ok, used)
+      log(f"  batch {batch:6d}: {'fits' if ok else 'does not fit'}"
+          + (f" ({used / GiB:.2f} GiB)" if used else ""))
+      return ok
 
-    def largest_fitting(lo: int, hi: int | None) -> tuple[int, int | None]:
-      """lo fits (or is 0), hi does not (or None): narrow to adjacent steps."""
-      while hi is None:
-        if 2 * max(lo, step) > max_batch:
-          return lo, None
-        lo, hi = (2 * max(lo, step), None) if probe(2 * max(lo, step)) else (lo, 2 * max(lo, step))
-      while hi - lo > step:
-        mid = max((lo + hi) // 2 // step * step, step)
-        if mid <= lo:
+    start = max(step, min(batch_of(config, self.kind), max_batch) // step * step)
+    good, bad = (start, None) if probe(start) else (0, start)
+    while (bad is None or bad - good > step) and good + step <= max_batch:
+      fitted = sorted(b for b, (ok, _) in tries.items() if ok)
+      top = bad if bad is not None else max_batch + step
+      guess = None
+      if len(fitted) >= 2:
+        (b0, m0), (b1, m1) = [(b, tries[b][1]) for b in fitted[-2:]]
+        if m1 > m0:
+          guess = b1 + int((0.98 * self.hbm - m1) * (b1 - b0) / (m1 - m0)) // step * step
+          guess = max(guess, good + step)
+          guess = guess if guess < top else None
+      elif good and bad is None:
+        guess = min(2 * good, max_batch) // step * step
+      if guess is None or guess in tries:
+        guess = (good + top) // 2 // step * step
+        if guess <= good or guess in tries:
           break
-        lo, hi = (mid, hi) if probe(mid) else (lo, mid)
-      return lo, hi
-
-    start = max(step, batch_of(config, self.kind) // step * step)
-    if not probe(start):
-      good, bad = largest_fitting(0, start)
-    elif 2 * start > max_batch or not probe(2 * start):
-      good, bad = largest_fitting(start, 2 * start if 2 * start <= max_batch else None)
-    else:                                    # the line through (start, 2·start)
-      (_, m0), (_, m1) = tries[start], tries[2 * start]
-      slope = (m1 - m0) / start
-      guess = 2 * start + int((0.98 * self.hbm - m1) / slope) if slope > 0 else max_batch
-      guess = min(max(guess // step * step, 2 * start), max_batch)
       if probe(guess):
-        nxt = guess + step
-        good, bad = (guess, nxt) if nxt > max_batch or not probe(nxt) else largest_fitting(nxt, None)
+        good = guess
       else:
-        good, bad = largest_fitting(2 * start, guess)
-      if bad is not None and bad > max_batch:
-        bad = None
+        bad = guess
+    if bad is not None and bad > max_batch:
+      bad = None
     found = {b: used for b, (_, used) in tries.items()}
     return {"batch": good or None, "bytes": found.get(good), "next": bad,
             "next_bytes": found.get(bad),
