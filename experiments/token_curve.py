@@ -100,7 +100,7 @@ def crossing(tokens, correct, attracted, fit_from: float, resamples: int, seed: 
   rng = np.random.default_rng(seed)
   draws = [cross(correct[keep][:, rng.integers(0, correct.shape[1], correct.shape[1])])[0]
            for _ in range(resamples)]
-  low, high = np.percentile(draws, [5, 95])
+  low, high = np.percentile(np.nan_to_num(draws, posinf=np.finfo(float).max), [5, 95])
   return {"tokens": float(point), "low": float(low), "high": float(high),
           "slope_per_decade": float(slope), "checkpoints": int(keep.sum())}
 
@@ -143,9 +143,14 @@ def main(argv):
     fit = curve["crossing"]
     if fit:
       hours = lambda t: t / _H200.value / 3600  # noqa: E731
-      lines.append(f"\n{name}: 50 % on attractor items at {fit['tokens']:.3g} tokens "
-                   f"(90 %: {fit['low']:.3g}–{fit['high']:.3g}; {fit['slope_per_decade'] * 100:+.1f} "
-                   f"points a decade over {fit['checkpoints']} checkpoints): "
+      slope = (f"{fit['slope_per_decade'] * 100:+.1f} points a decade of tokens over "
+               f"{fit['checkpoints']} checkpoints")
+      if not np.isfinite(fit["tokens"]):
+        lines.append(f"\n{name}: the line does not rise ({slope}): no crossing of 50 %")
+        continue
+      bound = lambda t: f"{t:.3g}" if t < 1e300 else "never"  # noqa: E731
+      lines.append(f"\n{name}: 50 % on attractor items at {fit['tokens']:.3g} tokens (90 %: "
+                   f"{bound(fit['low'])}–{bound(fit['high'])}; {slope}): "
                    f"{hours(fit['tokens']):.3g} H200 hours for the paper's model")
   table = "\n".join(lines) + "\n"
   with open(os.path.join(_OUT.value, "table.md"), "w") as f:

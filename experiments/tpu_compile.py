@@ -27,8 +27,8 @@ and v5p are megacore, a v4-8 is 4 devices) or a topology ('v5e:2x4');
 --num_slices joins several over the data-centre network. --find_batch
 searches, by compiling the train step, the largest global batch (a
 multiple of the device count, or of --batch_step) whose step fits, as
-MaxText's estimator does: the bytes at the config's batch and twice it
-predict it, and compiling it and the next multiple checks it. The config's overrides are a run's (`--config.x.y=...`). Nothing
+MaxText's estimator does (`compile_report.Checker.find_batch`: the line
+through the bytes of the two largest batches that fit predicts the next). The config's overrides are a run's (`--config.x.y=...`). Nothing
 here says how fast a step runs.
 """
 from __future__ import annotations
