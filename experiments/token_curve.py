@@ -95,7 +95,8 @@ def crossing(tokens, correct, attracted, fit_from: float, resamples: int, seed: 
 
   def cross(rows):
     slope, intercept = np.polyfit(x, rows.mean(1), 1)
-    return (10 ** ((0.5 - intercept) / slope) if slope > 0 else np.inf), slope
+    decades = (0.5 - intercept) / slope if slope > 0 else np.inf
+    return (10 ** decades if decades < 300 else np.inf), slope
   point, slope = cross(correct[keep])
   rng = np.random.default_rng(seed)
   draws = [cross(correct[keep][:, rng.integers(0, correct.shape[1], correct.shape[1])])[0]
