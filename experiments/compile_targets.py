@@ -109,7 +109,9 @@ def pretrain(config, sizes: Sizes) -> Target:
   variables = jax.eval_shape(lambda: ExportedGraphPredictor.untrained(model).variables)
   return Target("pretrain", task, batch, batch, predictor.predict,
                 (variables, batch["tokens"], batch["mask"]),
-                {"vocabulary": f"{config.vocab_size} (the config's vocab_size)"})
+                {"vocabulary": f"{config.vocab_size} (the config's vocab_size"
+                               + ("; the built-in corpus's word tokenizer has its own)"
+                                  if config.corpus.source == "synthetic" else ")")})
 
 
 def pretrain_images(config, sizes: Sizes) -> Target:
