@@ -128,8 +128,9 @@ class RunPrograms:
     self.task, self.mesh = task, mesh
     self.tx = task.optimizer()
     self.create = state_creator(task, self.tx)   # traced once: shapes, init
-    key = jax.eval_shape(lambda: jax.random.PRNGKey(0))    # no computation on the mesh
-    abstract = jax.eval_shape(self.create, key)
+    # a concrete key (on the default device, not the mesh): the abstract one of
+    # `jax.eval_shape` would key a second trace of the initialisation at `init_state`
+    abstract = jax.eval_shape(self.create, jax.random.PRNGKey(0))
     self.state_sh = state_shardings(mesh, abstract)
     self.abstract = jax.tree_util.tree_map(
         lambda x, s: jax.ShapeDtypeStruct(x.shape, x.dtype, sharding=s), abstract, self.state_sh)
