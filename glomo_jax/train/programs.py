@@ -128,9 +128,10 @@ class RunPrograms:
     self.task, self.mesh = task, mesh
     self.tx = task.optimizer()
     self.create = state_creator(task, self.tx)   # traced once: shapes, init
-    # a concrete key (on the default device, not the mesh): the abstract one of
-    # `jax.eval_shape` would key a second trace of the initialisation at `init_state`
-    abstract = jax.eval_shape(self.create, jax.random.PRNGKey(0))
+    # the key's shape as `jax.random.PRNGKey` makes it under the mesh (no computation):
+    # `init_state`'s concrete key then meets this trace instead of tracing again
+    key = jax.ShapeDtypeStruct((2,), np.uint32, sharding=replicated(mesh))
+    abstract = jax.eval_shape(self.create, key)
     self.state_sh = state_shardings(mesh, abstract)
     self.abstract = jax.tree_util.tree_map(
         lambda x, s: jax.ShapeDtypeStruct(x.shape, x.dtype, sharding=s), abstract, self.state_sh)
