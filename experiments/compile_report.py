@@ -193,14 +193,15 @@ def compile_predict(target, mesh):
 def table(rows: list[dict], hbm: int) -> str:
   """A text table of `Checker.compile_all`'s rows (MiB a device)."""
   head = ("program", "compile CPU s", "arguments", "outputs", "alias", "temporaries", "code",
-          "total", "of HBM", "Mosaic calls", "GFLOP")
+          "total", "of HBM", "peak", "Mosaic calls", "GFLOP")
   lines = ["  ".join(f"{h:>12s}" for h in head)]
   for r in rows:
     m = r["memory"]
     calls = sum(r["mosaic_calls"].values())
     cells = [r["program"], f"{r['cpu_seconds']:.1f}"] + [
         f"{m[k] / MiB:.1f}" for k in ("argument", "output", "alias", "temp", "code", "total")
-    ] + [f"{100 * m['total'] / hbm:.1f} %", str(calls), f"{r['flops'] / 1e9:.1f}"]
+    ] + [f"{100 * m['total'] / hbm:.1f} %", f"{m['peak'] / MiB:.1f}", str(calls),
+         f"{r['flops'] / 1e9:.1f}"]
     lines.append("  ".join(f"{c:>12s}" for c in cells))
   return "\n".join(lines)
 

@@ -114,6 +114,8 @@ def test_pretraining_steps_reference_and_fused_the_fused_train_step_holds_less(n
   assert fused[1]["mosaic_calls"].get("tied_softmax_rows_tpu") == 1   # eval: no gradient kernels
   assert not reference[0]["mosaic_calls"] and not reference[1]["mosaic_calls"]
   assert fused[0]["memory"]["temp"] < reference[0]["memory"]["temp"]
+  for row in fused + reference:    # the compiler's peak: the arguments live at least
+    assert row["memory"]["peak"] > row["memory"]["argument"], row
   # the compiler counts every matmul of the reference step, a loop's body
   # once (the decoder's GRU scan): within [0.6, 1] of the formula a device
   sys.path.insert(0, ROOT)

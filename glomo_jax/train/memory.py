@@ -9,7 +9,13 @@ program needs at most
 
     arguments + outputs − alias + temporaries + code
 
-bytes at once. The TPU compiler refuses a program that exceeds the chip's
+bytes at once (`total`). `temporaries` is the size of the heap the compiler
+laid out for them, which it packs tightly only under pressure, so far below
+the HBM two programs' temporaries need not rank them as the HBM would.
+`peak` is the compiler's own peak figure (`peak_memory_in_bytes`, arguments
+included), which on a TPU can be above `total` as well as below. What
+decides between two programs is the largest batch each fits
+(`experiments.tpu_compile --find_batch`). The TPU compiler refuses a program that exceeds the chip's
 HBM ("RESOURCE_EXHAUSTED: Ran out of memory on HBM … (25.81G) exceeds
 available HBM (15.75G)"), whether it runs on a TPU or is compiled for one
 elsewhere (`glomo_jax.train.tpu_slices`); `ProgramDoesNotFitError` carries
@@ -53,13 +59,15 @@ class ProgramMemory:
   alias: int
   temp: int
   code: int
+  peak: int = 0     # 0 where the backend does not report it
 
   @classmethod
   def of(cls, compiled) -> "ProgramMemory":
     m = compiled.memory_analysis()
     return cls(argument=int(m.argument_size_in_bytes), output=int(m.output_size_in_bytes),
                alias=int(m.alias_size_in_bytes), temp=int(m.temp_size_in_bytes),
-               code=int(m.generated_code_size_in_bytes))
+               code=int(m.generated_code_size_in_bytes),
+               peak=int(getattr(m, "peak_memory_in_bytes", 0) or 0))
 
   @property
   def total(self) -> int:
