@@ -129,9 +129,13 @@ class Checker:
     count; at most `max_batch`) whose train step fits, found by compiling.
     A step's bytes grow nearly linearly with its batch, so each next batch
     tried is where the line through the two largest that fit reaches the
-    limit (from the config's batch and twice it), kept between the largest
-    that fits and the smallest that does not; where it gives no new batch,
-    bisection. It ends when those two are one step apart. Returns {'batch',
+    limit (from the config's batch and twice it; through the smallest and
+    the largest where the compiler, packing harder near the limit, gave the
+    larger batch fewer bytes), kept between the largest that fits and the
+    smallest that does not; where it gives no new batch, bisection. It ends
+    when those two are one step apart. Near the limit the bytes need not
+    grow with the batch, so a batch past the one found may fit too: the
+    search reports the boundary it brackets. Returns {'batch',
     'bytes', 'next' (the smallest tried that does not fit), 'next_bytes',
     'tries'}."""
     step = step or len(self.devices)
@@ -155,11 +159,13 @@ class Checker:
       guess = None
       if len(fitted) >= 2:
         (b0, m0), (b1, m1) = [(b, tries[b][1]) for b in fitted[-2:]]
+        if m1 <= m0:    # the compiler packs harder near the limit: the line from the smallest
+          b0, m0 = fitted[0], tries[fitted[0]][1]
         if m1 > m0:
           guess = b1 + int((0.98 * self.hbm - m1) * (b1 - b0) / (m1 - m0)) // step * step
           guess = max(guess, good + step)
           guess = guess if guess < top else None
-      elif good and bad is None:
+      if guess is None and good and bad is None:     # no line yet: double
         guess = min(2 * good, max_batch) // step * step
       if guess is None or guess in tries:
         guess = (good + top) // 2 // step * step

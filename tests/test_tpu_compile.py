@@ -262,5 +262,13 @@ def test_find_batch_predicts_then_checks_the_largest_batch(monkeypatch):
   monkeypatch.setattr(Checker, "fits", stand_in(lambda b: b <= 600))
   found = check.find_batch(config.replace(batch_size=24), log=lambda _: None)
   assert (found["batch"], found["next"]) == (600, 608)
+  # near the limit the compiler may pack a larger batch into fewer bytes: the
+  # line from the smallest that fits, not a leap to the search's ceiling
+  probes.clear()
+  monkeypatch.setattr(Checker, "fits", lambda self, c: (
+      probes.append(c.batch_size) or (c.batch_size <= 1000,
+                                      (c.batch_size - (600 if c.batch_size >= 960 else 0)) << 20)))
+  found = check.find_batch(config.replace(batch_size=480), log=lambda _: None)
+  assert (found["batch"], found["next"]) == (1000, 1008) and max(probes) < 2000, probes
   monkeypatch.setattr(Checker, "fits", lambda self, c: (False, None))
   assert check.find_batch(config.replace(batch_size=8), log=lambda _: None)["batch"] is None
