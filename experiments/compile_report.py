@@ -12,11 +12,11 @@ from typing import Callable
 import jax
 
 from experiments import compile_targets
-from glomo_jax.train.memory import GiB, ProgramDoesNotFitError, ProgramMemory
+from glomo_jax.tpu import GiB, MiB
+from glomo_jax.train.memory import ProgramDoesNotFitError, ProgramMemory, advice
 from glomo_jax.train.programs import RunPrograms
 from glomo_jax.train.sharding import batch_sharding, make_mesh, replicated
 
-MiB = 2 ** 20
 _MOSAIC = re.compile(r'%([A-Za-z_]\w*?)(?:\.\d+)? = [^\n]*custom_call_target="tpu_custom_call"')
 
 
@@ -65,7 +65,7 @@ class Checker:
   def __init__(self, kind: str, tpu, devices, sizes=compile_targets.Sizes(),
                limit: int | None = None):
     self.kind, self.tpu, self.devices, self.sizes = kind, tpu, devices, sizes
-    self.hbm = limit or tpu.generation.hbm_gib * GiB
+    self.hbm = limit or tpu.generation.hbm_bytes
     self.rows: dict[int, dict] = {}
 
   def _setup(self, config):
@@ -86,8 +86,8 @@ class Checker:
       raise ProgramDoesNotFitError(
           f"the {name} does not fit on {self.tpu.describe()}: it needs "
           f"{memory.total / GiB:.2f} GiB per device, the limit is {self.hbm / GiB:.2f} GiB; "
-          f"lower the batch (--config.{batch_field(self.kind)}), split the state "
-          "(--config.loop.mesh_fsdp=N) or change the kernels", memory.total, self.hbm)
+          + advice(f"--config.{batch_field(self.kind)}",
+                   getattr(target.task, "kernels_flag", None)), memory.total, self.hbm)
     cost = compiled.cost_analysis() or {}
     if isinstance(cost, list):
       cost = cost[0] if cost else {}
@@ -210,6 +210,3 @@ def table(rows: list[dict], hbm: int) -> str:
          f"{r['flops'] / 1e9:.1f}"]
     lines.append("  ".join(f"{c:>12s}" for c in cells))
   return "\n".join(lines)
-
-
-

@@ -230,8 +230,18 @@ def picking(config, sizes: Sizes) -> Target:
                 assumed={"digits": c.max_length})
 
 
+def lstm_lm(config, sizes: Sizes) -> Target:
+  from experiments.lstm_control import LstmLm, LstmLmTask  # noqa: PLC0415
+  del sizes
+  task = without_data(LstmLmTask, config=config, model=LstmLm(config.lstm, config.vocab_size))
+  b, t = config.batch_size, config.bptt
+  batch = shapes(tokens=((b, t), jnp.int32), mask=((b, t), jnp.int32))
+  return Target("lstm_lm", task, batch, batch,
+                assumed={"vocabulary": f"{config.vocab_size} (the config's vocab_size)"})
+
+
 BUILDERS = {"pretrain": pretrain, "pretrain_images": pretrain_images, "classify": classify,
-            "squad": squad, "cifar": cifar, "picking": picking}
+            "squad": squad, "cifar": cifar, "picking": picking, "lstm_lm": lstm_lm}
 
 
 def target(kind: str, config, sizes: Sizes = Sizes()) -> Target:

@@ -1,4 +1,4 @@
-"""The control language model of issue 70: a plain two-layer LSTM with tied
+"""The control language model of the token curve: a plain two-layer LSTM with tied
 embeddings, as many parameters as the `wiki_cpu` preset's GLoMo model,
 trained by the one loop on GLoMo's own tokens and windows, so that the
 verb-number probe (`glomo_jax.classification.lm_agreement`) scores both the
@@ -37,6 +37,7 @@ from glomo_jax.config import DictConfig, from_dict
 from glomo_jax.models.initializers import fan_in_uniform, uniform
 from glomo_jax.ops.chunked_cross_entropy import tied_softmax_cross_entropy
 from glomo_jax.ops.dense import dense
+from glomo_jax.text.layers import lstm_update
 from glomo_jax.pretraining import (CONFIG_FILE, PretrainConfig, TextPretrainConfigBase,
                                    TrainWindows, restore_checkpoint, text_data)
 from glomo_jax.pretraining.task import HELDOUT, model_batch
@@ -104,9 +105,7 @@ class LstmLayer(nn.Module):
     def step(carry, inputs):
       h, c = carry
       g_in, real = inputs
-      i, f, g, o = jnp.split(g_in + dense(h, kernel), 4, axis=-1)
-      c_new = jax.nn.sigmoid(f) * c + jax.nn.sigmoid(i) * jnp.tanh(g)
-      h_new = jax.nn.sigmoid(o) * jnp.tanh(c_new)
+      c_new, h_new = lstm_update(g_in + dense(h, kernel), c)
       h, c = jnp.where(real, h_new, h), jnp.where(real, c_new, c)
       return (h, c), h
 
@@ -169,7 +168,7 @@ class LstmLmConfig(TextPretrainConfigBase):
   """The control's run: `TextPretrainConfigBase`'s corpus, tokenizer,
   windows, optimiser and loop (experiments/configs/lstm_lm.py takes the
   `wiki_cpu` preset's), and the network (`lstm`). Its defaults: Adam 3e-3,
-  global-norm clip 1.0 (issue 70's pilot on held-out loss).
+  global-norm clip 1.0 (a 1,000-step pilot on held-out loss).
 
   Attributes:
     lstm: the network's sizes (`LstmOptions`).
@@ -195,6 +194,7 @@ class LstmLmTask(Task):
   """`LstmLm` on the text windows (module docstring): the training windows
   as GLoMo's run reads them; held-out per-token cross-entropy."""
   rng_streams = ()
+  batch_flag = "--config.batch_size"
   log_metrics = ("loss",)
 
   def __init__(self, config: LstmLmConfig, workdir: str):

@@ -1,4 +1,4 @@
-r"""Train the LSTM language model of issue 70, the control of GLoMo's own
+r"""Train the LSTM language model, the control of GLoMo's own
 language model on verb number (experiments/lstm_control.py): the same
 tokens, windows and loop as a `wiki_cpu` GLoMo run.
 

@@ -2,7 +2,7 @@ r"""The picking task's experiments (Ke et al. 2018; docs/focused.md): LSTM1,
 LSTM2 and FHE trained at n = 200 (and 100, 400) over seeds, each tested at
 its training length, the n = 200 runs also at 400, 800, 1,600 and 10,000
 digits (k in the trained range) and on malicious sequences; a table beside
-the seed's numbers, and the seed's Figure 3 and one sequence's open gates.
+the slides' numbers, and the slides' Figure 3 and one sequence's open gates.
 
   python -m experiments.picking_grid --root=runs/picking \
       --models=lstm1,lstm2,fhe --lengths=200,100,400 --seeds=0,1,2,3,4 --parallel=2 \
@@ -21,7 +21,7 @@ finished run (results.json) is not repeated, so rerunning resumes
 (`grid.run_commands`; --parallel=N pins N runs to a core each).
 ROOT/table.md: accuracy (%) at the training length and the gate openness
 there, and the n = 200 runs' longer lengths and malicious set (mean ± sample
-std over seeds), with the seed's numbers (its slides' Tables 2 and 4).
+std over seeds), with the slides' numbers (their Tables 2 and 4).
 ROOT/gates_by_position.png (Figure 3: openness and focus at each position,
 one panel per k asked) and ROOT/open_gates.png, from the profile.json of the
 first finished FHE run at n = 200 (--figure_run: another workdir).

@@ -1,6 +1,6 @@
 """The picking grid's table and figures (`experiments.picking_grid`; no flags
-here): the runs' overrides, ROOT/table.md beside the seed's numbers, and the
-seed's Figure 3 and one sequence's gates drawn from a run's profile.json."""
+here): the runs' overrides, ROOT/table.md beside the slides' numbers, and the
+slides' Figure 3 and one sequence's gates drawn from a run's profile.json."""
 from __future__ import annotations
 
 import json
@@ -10,8 +10,8 @@ from experiments.grid import finished_results, mean_std
 
 LONG = (400, 800, 1600, 10_000)
 TRAINED = 200            # the length the longer tests are trained at
-# the seed's slides: Table 2 (trained and tested at n) and Table 4 (trained at 200)
-SEED = {"lstm1": {100: 99.4, 200: 97.0, 400: 92.9, "n400": 55.9, "n800": 39.6,
+# the slides: Table 2 (trained and tested at n) and Table 4 (trained at 200)
+PUBLISHED = {"lstm1": {100: 99.4, 200: 97.0, 400: 92.9, "n400": 55.9, "n800": 39.6,
                   "n1600": 29.5, "n10000": 18.5},
         "lstm2": {100: 99.7, 200: 99.2, 400: 97.5, "n400": 61.4, "n800": 39.7,
                   "n1600": 28.6, "n10000": 14.8},
@@ -55,17 +55,17 @@ def picking_table(root: str, models, lengths, config: str, extra: list[str]) -> 
       cells += [_percent(found, "malicious"),
                 f"{sum(r['train_time_s'] for r in found) / len(found) / 60:.1f}"]
       lines.append("| " + " | ".join(cells) + " |")
-      seed = SEED.get(model, {})
-      if n in seed:
+      published = PUBLISHED.get(model, {})
+      if n in published:
         lines.append("| " + " | ".join(
-            [f"{model} (seed)", str(n), "", f"{seed[n]}", ""]
-            + [str(seed.get(f"n{m}", "")) if n == TRAINED else "" for m in LONG] + ["", ""])
+            [f"{model} (slides)", str(n), "", f"{published[n]}", ""]
+            + [str(published.get(f"n{m}", "")) if n == TRAINED else "" for m in LONG] + ["", ""])
             + " |")
   command = " ".join(["python -m experiments.picking", f"--config={config}"] + extra)
   return ("\n".join(lines) + "\n\nAccuracy and gate openness (share of real digits "
           "read) in %, mean ± sample std over seeds; k in the trained range at every "
           f"length. Each run: `{command} --config.model.kind=M --config.min_length=n "
-          "--config.max_length=n --config.seed=S --workdir=DIR`; (seed): the slides' "
+          "--config.max_length=n --config.seed=S --workdir=DIR`; (slides): the slides' "
           "numbers (Tables 2 and 4, FHE-fixed).\n")
 
 

@@ -60,8 +60,6 @@ _VOCAB = flags.DEFINE_integer("vocab", 30_000, "Downstream text tasks: the vocab
 _JSON = flags.DEFINE_string("json", None, "Also write the report as JSON here.")
 flags.mark_flags_as_required(["config"])
 
-MiB = 2 ** 20
-
 
 def main(argv):
   del argv

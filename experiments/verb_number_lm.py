@@ -1,7 +1,7 @@
 r"""The pretrained GLoMo model as a language model on verb-number instances:
 does it give the agreeing verb form the higher probability
 (`glomo_jax.classification.lm_agreement`), split by attractors and subject
-distance as the verb-number grids are? The LSTM control of issue 70
+distance as the verb-number grids are? The LSTM control
 (experiments/lstm_lm.py) is scored the same way.
 
   python -m experiments.verb_number_lm --workdir=runs/wiki_cpu \

@@ -12,8 +12,8 @@ defaults (16 MiB, 32 MiB on v6e), which its own messages state
 
 The kernels' blocks per generation (`KERNEL_BLOCKS`) are chosen here, from
 the width of the generation's matrix units (`mxu`: 128, 256 on v6e): the
-graph kernel's tiles one MXU square, the tied softmax's (2, 4) times the
-width. Each kernel's VMEM at those blocks stays within the generation's
+graph kernel's tiles one MXU square (an axis within two of them is one
+whole block, unpadded), the tied softmax's (2, 4) times the width. Each kernel's VMEM at those blocks stays within the generation's
 scoped limit at the paper model's sizes (tests/test_tpu_compile.py compiles
 them); a call whose estimate passes it gets a higher limit
 (`ops.pallas.tpu_compiler_params`), up to the VMEM. The blocks have not

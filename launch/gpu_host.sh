@@ -3,12 +3,12 @@
 #   bash launch/gpu_host.sh [--dry-run] [--entry=NAME] CONFIG WORKDIR [FLAGS...]
 # CONFIG is a file of experiments/configs with an optional preset (wiki_cpu,
 # images_pretrain:cpu, cifar:cpu); the entry point is the run kind the file
-# states (RUN_KIND: pretrain, pretrain_images, classify, squad, cifar, lstm_lm;
+# states (RUN_KIND: pretrain, pretrain_images, classify, squad, cifar, picking, lstm_lm;
 # experiments/kinds.py) unless --entry= names one; FLAGS go to the entry point:
 #   bash launch/gpu_host.sh wiki_cpu runs/wiki --config.corpus.pattern='data/*.jsonl.xz'
 # --dry-run prints the commands instead of running them.
 # For several hosts (any run kind: pretrain, pretrain_images, classify, squad,
-# cifar, lstm_lm), run on each with --distributed --coordinator_address=HOST:PORT
+# cifar, picking, lstm_lm), run on each with --distributed --coordinator_address=HOST:PORT
 # --num_processes=N --process_id=I.
 # The first compile of the training step takes minutes on a GPU (XLA autotunes
 # its Triton GEMMs); compiled steps are kept in WORKDIR/compile_cache, so a

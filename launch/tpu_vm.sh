@@ -2,7 +2,7 @@
 # Runs an entry point on a Cloud TPU VM or pod slice, from your workstation:
 # creates the TPU if it does not exist, copies this checkout (git archive of
 # HEAD) to every worker, installs, and runs the entry point. The run kinds
-# (pretrain, pretrain_images, classify, squad, cifar, lstm_lm: experiments/kinds.py) run
+# (pretrain, pretrain_images, classify, squad, cifar, picking, lstm_lm: experiments/kinds.py) run
 # on every worker of a pod slice, started together through jax.distributed
 # (JAX finds the coordinator on TPU); the other entry points are single-host
 # and run on worker 0.

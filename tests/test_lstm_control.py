@@ -1,4 +1,4 @@
-"""The LSTM control of issue 70 (experiments/lstm_control.py): its size, a
+"""The LSTM control (experiments/lstm_control.py): its size, a
 causal and padding-blind language model, a tiny run on the loop from a given
 tokenizer (resumed, a changed config refused), and the verb-form probe on
 the run's checkpoint."""

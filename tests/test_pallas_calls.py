@@ -206,6 +206,22 @@ def test_a_large_explicit_block_raises_its_calls_vmem_limit(calls):
       -(-int(1.25 * rows) // MiB) * MiB)
 
 
+def test_the_advice_names_the_kernels_only_where_the_task_has_a_choice():
+  from glomo_jax.train.memory import does_not_fit  # noqa: PLC0415
+  text = "RESOURCE_EXHAUSTED: Ran out of memory on HBM (25.81G) exceeds available HBM (15.75G)"
+  downstream = str(does_not_fit("train step", "TPU v4 (v4-8, 4 devices)", RuntimeError(text),
+                                "--config.optim.batch_size"))
+  assert downstream == (
+      "the train step does not fit on TPU v4 (v4-8, 4 devices): it needs 25.81 GiB of HBM per "
+      "device, 15.75 GiB are available; lower the batch (--config.optim.batch_size) or split "
+      "the parameters and optimiser state over more devices (--config.loop.mesh_fsdp=N)")
+  pretraining = str(does_not_fit("train step", "TPU v4 (v4-8, 4 devices)", RuntimeError(text),
+                                 "--config.batch_size", "--config.model.kernels"))
+  assert pretraining.endswith(", split the parameters and optimiser state over more devices "
+                              "(--config.loop.mesh_fsdp=N) or change the kernels "
+                              "(--config.model.kernels=reference|fused)")
+
+
 def test_a_kernel_short_of_the_whole_vmem_is_named_in_one_line():
   # the compiler's words (abridged) when a call's limit is the whole VMEM
   from glomo_jax.train.memory import does_not_fit  # noqa: PLC0415

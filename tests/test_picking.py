@@ -1,4 +1,4 @@
-"""The picking task (glomo_jax.focused): answers and ties by hand (the seed's
+"""The picking task (glomo_jax.focused): answers and ties by hand (the slides'
 slides), the generators, the JSON-lines reader's errors, and a tiny run on
 the loop: results, Figure 3's data, a longer test length, exact resume."""
 import collections

@@ -28,14 +28,18 @@ from experiments.configs import mnli as mnli_configs
 from experiments.configs import paper as paper_configs
 from experiments.configs import squad as squad_configs
 from experiments.configs import demo as demo_configs
+from experiments.configs import lstm_lm as lstm_configs
+from experiments.configs import picking as picking_configs
 from experiments.configs import wiki_cpu as wiki_configs
+from experiments.lstm_control import LstmLmConfig
 from glomo_jax.classification import ClassificationConfig
+from glomo_jax.focused.config import PickingConfig
 from glomo_jax.images.cifar import CifarConfig
 from glomo_jax.pretraining import PretrainConfig
 from glomo_jax.pretraining.pixels import ImagePretrainConfig
 from glomo_jax.squad import SquadConfig
-from glomo_jax.tpu import GENERATIONS, KERNEL_BLOCKS, MiB
-from glomo_jax.train.memory import GiB, ProgramDoesNotFitError
+from glomo_jax.tpu import GENERATIONS, KERNEL_BLOCKS, GiB, MiB
+from glomo_jax.train.memory import ProgramDoesNotFitError
 from glomo_jax.train.tpu_slices import compile_devices, parse_slice
 
 pytestmark = pytest.mark.skipif(
@@ -133,6 +137,8 @@ KINDS = {   # cut sizes: pixels 16 × 16 (the CPU preset), IMDB reviews of 128 w
     "mnli": ("classify", ClassificationConfig, mnli_configs, "", ("train",)),
     "squad": ("squad", SquadConfig, squad_configs, "", ("train",)),
     "cifar": ("cifar", CifarConfig, cifar_configs, "cpu", ("train",)),
+    "picking": ("picking", PickingConfig, picking_configs, "", ("train", "eval")),
+    "lstm_lm": ("lstm_lm", LstmLmConfig, lstm_configs, "", ("train", "eval")),
 }
 
 
@@ -142,7 +148,7 @@ def test_every_run_kind_compiles_for_a_v5e_8(name):
   config = config_class.from_dict(module.get_config(preset).to_dict())
   if name == "imdb":            # the variant that reads a paper-size predictor's graphs
     config = config.replace(variant="rnn", predictor_export="runs/none", max_words=128)
-  if name in ("squad", "cifar"):     # batches the 8 devices split
+  if name in ("squad", "cifar", "picking"):     # batches the 8 devices split
     config = config.replace(optim=dataclasses.replace(config.optim, batch_size=48,
                                                       eval_batch_size=96))
   if name == "squad":
@@ -162,7 +168,7 @@ def test_the_export_predict_of_the_paper_model():
   assert row["memory"]["argument"] >= size > 250 * 2 ** 20    # the variables on every device
 
 
-def test_a_batch_too_big_fails_in_one_line_in_the_command(tmp_path):
+def test_a_batch_too_big_fails_in_one_line_in_the_command():
   out = subprocess.run(
       [sys.executable, "-m", "experiments.tpu_compile",
        "--config=experiments/configs/demo.py:tiny", "--topology=v5e-8",
@@ -172,6 +178,7 @@ def test_a_batch_too_big_fails_in_one_line_in_the_command(tmp_path):
   line = out.stderr.strip().splitlines()[-1]
   assert line.startswith("error: the train step does not fit on TPU v5 lite"), line
   assert "GiB of HBM per device" in line and "--config.batch_size" in line
+  assert line.endswith("(--config.model.kernels=reference|fused)"), line
 
 
 def test_a_run_that_cannot_fit_stops_before_its_first_step(tmp_path):
@@ -244,8 +251,9 @@ def test_slice_devices_give_the_kernels_their_generation():
 def test_find_batch_predicts_then_checks_the_largest_batch(monkeypatch):
   # the search on stand-ins for the compile: 1 MiB a row within a 1 GiB
   # limit (the line through the first two probes predicts 1,000 rows, checked
-  # with 1,008), one that grows faster past 600 rows (the prediction fails:
-  # bisection), one where nothing fits; one real probe of the tiny model
+  # with 1,008), one whose limit is 600 rows though the bytes stay linear
+  # (the prediction fails: bisection), one where nothing fits; one real
+  # probe of the tiny model
   config = PretrainConfig.from_dict(demo_configs.get_config("tiny").to_dict())
   check = checker("pretrain", limit=GiB)
   fits, used = check.fits(config.replace(batch_size=8))

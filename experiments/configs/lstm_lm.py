@@ -1,10 +1,10 @@
-r"""The LSTM language model of issue 70 at the `wiki_cpu` preset's data:
+r"""The LSTM language model (the token curve's control) at the `wiki_cpu` preset's data:
 its corpus fields, tokenizer settings, held-out share, windows (16 × 100,
 shift 50), evaluation and loop are taken from experiments/configs/wiki_cpu.py
 itself; the network (`LstmOptions`: d 128 tied, 2 × 300 LSTM units, a
 projection to 128; 2,298,528 parameters at 8,000 pieces against GLoMo's
 2,311,942) and the optimiser are the control's: Adam 3e-3, global-norm clip
-1.0, chosen by a 1,000-step pilot on held-out loss (issue 70) over Adam 1e-3,
+1.0, chosen by a 1,000-step pilot on held-out loss over Adam 1e-3,
 the authors' SGD (lr 8, momentum 0.2, clip 0.25) and SGD lr 20 (clip 0.25),
 and over Adam 1e-2, level with it at step 1,000 after a lead that shrank
 every evaluation.

@@ -1,4 +1,4 @@
-"""The seeds' second system: Ke et al. (2018), "Focused Hierarchical RNNs for
+"""Ke et al. (2018), "Focused Hierarchical RNNs for
 Conditional Sequence Processing" (docs/focused.md), on the training loop.
 
 * `model`: `FocusedEncoder` (lower LSTM, boundary gate, upper LSTM that

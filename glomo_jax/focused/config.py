@@ -29,7 +29,7 @@ class FocusedOptions:
     hidden, digit_dim, gate_hidden, attention_hidden: widths.
     position_scale: s in the question k / s (and the position feature t / s).
     positions: give each digit its position t / s as a feature (a departure:
-      the seed's readers see the tokens alone, so the lower LSTM counts).
+      the slides' readers see the tokens alone, so the lower LSTM counts).
     test_gate: the gate at evaluation: 'sample' (b_t ~ Bernoulli(p_t), as in
       training; keyed by the seed and the batch's first example) or
       'threshold' (b_t = 1[p_t >= 1/2]).

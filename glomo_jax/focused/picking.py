@@ -2,7 +2,7 @@
 question k; the answer is the most frequent digit among the first k.
 
 Ties: among the digits most frequent in the first k, the answer is the one
-that appears first. This is the rule that fits every example of the seed's
+that appears first. This is the rule that fits every example of the
 slides (a tie of 3 and 9 at k = 23 answered 3; 666333 at k = 6 answered 6):
 the smallest tied digit would answer 3 for 666333, and the tied digit whose
 count was reached first would answer 9 at k = 23.

@@ -17,7 +17,7 @@ rng stream; the sparsity weight grows linearly from 0 to β over the first
 `gate.beta_warmup` steps (each batch carries its step, `NumberedBatches`),
 so the network learns to read before the gate is asked to close. At the
 end <workdir>/profile.json holds, for the best variables, the data of the
-seed's Figure 3
+slides' Figure 3
 ('profile': the gate openness and the attention's mean weight at each
 position t for k = 1/5 .. 5/5 of the largest trained k, on sequences of
 the longest training length) and one sequence's open gates ('sequence': the first test

@@ -129,6 +129,7 @@ class PretrainingTask(GLoMoObjective, Task):
   log_metrics = ("loss", "loss_fw", "loss_bw", "arc_predicting_best", "arc_predicting_chance",
                  "arc_own_best")
   batch_flag = "--config.batch_size"
+  kernels_flag = "--config.model.kernels"
 
   def __init__(self, config: PretrainConfig, workdir: str, *, split_batch_scores: bool = False):
     self.config, self.workdir = config, workdir

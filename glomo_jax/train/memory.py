@@ -15,8 +15,10 @@ the HBM two programs' temporaries need not rank them as the HBM would.
 `peak` is the compiler's own peak figure (`peak_memory_in_bytes`, arguments
 included), which on a TPU can be above `total` as well as below. What
 decides between two programs is the largest batch each fits
-(`experiments.tpu_compile --find_batch`). The TPU compiler refuses a program that exceeds the chip's
-HBM ("RESOURCE_EXHAUSTED: Ran out of memory on HBM … (25.81G) exceeds
+(`experiments.tpu_compile --find_batch`).
+
+The TPU compiler refuses a program that exceeds the chip's HBM
+("RESOURCE_EXHAUSTED: Ran out of memory on HBM … (25.81G) exceeds
 available HBM (15.75G)"), whether it runs on a TPU or is compiled for one
 elsewhere (`glomo_jax.train.tpu_slices`); `ProgramDoesNotFitError` carries
 that refusal as one line naming the program, the device, the bytes and the
@@ -27,7 +29,8 @@ from __future__ import annotations
 import dataclasses
 import re
 
-GiB = 2 ** 30
+from glomo_jax.tpu import GiB
+
 _UNITS = {"K": 2 ** 10, "M": 2 ** 20, "G": 2 ** 30, "T": 2 ** 40}
 # libtpu's words for a program over the HBM: "... (25.81G) exceeds available HBM (15.75G)"
 _HBM = re.compile(r"\(([\d.]+)([KMGT])\)\s*exceeds available HBM\s*\(([\d.]+)([KMGT])\)")
@@ -45,10 +48,17 @@ _VMEM_TOTAL = re.compile(r"Ran out of memory in memory space vmem\. Used ([\d.]+
                          r"([\d.]+)([KMGT]) vmem")
 _MOSAIC_LABEL = re.compile(r"XLA label: %?([\w.]+) = custom-call\((?:(?!XLA label).)*?\), "
                            r'custom_call_target="tpu_custom_call"')
-# what a user changes when a program does not fit, whatever the run kind
-ADVICE = ("lower the batch ({batch}), split the parameters and optimiser state over more "
-          "devices (--config.loop.mesh_fsdp=N) or change the kernels "
-          "(--config.model.kernels=reference|fused)")
+
+
+def advice(batch_flag: str, kernels_flag: str | None = None) -> str:
+  """What a user changes when a program does not fit: the batch
+  (`batch_flag`), the fsdp split, and where the task has a choice of kernels
+  (`kernels_flag`), the kernels."""
+  split = "split the parameters and optimiser state over more devices (--config.loop.mesh_fsdp=N)"
+  if kernels_flag is None:
+    return f"lower the batch ({batch_flag}) or {split}"
+  return (f"lower the batch ({batch_flag}), {split} or change the kernels "
+          f"({kernels_flag}=reference|fused)")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -111,18 +121,19 @@ def _largest_mosaic_call(text: str) -> str | None:
 
 
 def does_not_fit(name: str, device: str, error: BaseException,
-                 batch_flag: str = "--config.batch_size") -> ProgramDoesNotFitError:
+                 batch_flag: str = "--config.batch_size",
+                 kernels_flag: str | None = None) -> ProgramDoesNotFitError:
   """The one-line error of `name` refused by the compiler for `device` (a
   description such as 'TPU v5 lite (v5e-8, 8 devices)'), from the compiler's
-  `error` (`is_out_of_memory`)."""
+  `error` (`is_out_of_memory`); the flags as `advice`'s."""
   text = " ".join(str(error).split())
-  advice = ADVICE.format(batch=batch_flag)
+  change = advice(batch_flag, kernels_flag)
   hbm = _HBM.search(text)
   if hbm:
     needed, available = _bytes(*hbm.group(1, 2)), _bytes(*hbm.group(3, 4))
     return ProgramDoesNotFitError(
         f"the {name} does not fit on {device}: it needs {needed / GiB:.2f} GiB of HBM per "
-        f"device, {available / GiB:.2f} GiB are available; {advice}", needed, available)
+        f"device, {available / GiB:.2f} GiB are available; {change}", needed, available)
   vmem = _VMEM.search(text) or _VMEM_TOTAL.search(text)
   if vmem:
     kernel = _VMEM_KERNEL.search(text)
@@ -133,4 +144,4 @@ def does_not_fit(name: str, device: str, error: BaseException,
         f"the {name} does not fit on {device}: {what} needs {needed / 2 ** 20:.1f} MiB of "
         f"VMEM, its limit is {limit / 2 ** 20:.1f} MiB; use smaller kernel blocks or "
         "--config.model.kernels=reference", needed, limit, memory="VMEM")
-  return ProgramDoesNotFitError(f"the {name} does not fit on {device} ({text[:300]}); {advice}")
+  return ProgramDoesNotFitError(f"the {name} does not fit on {device} ({text[:300]}); {change}")

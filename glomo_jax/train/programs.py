@@ -55,7 +55,8 @@ class Program:
 
   A compile the device's memory cannot hold (the TPU compiler refuses it)
   raises `ProgramDoesNotFitError`: one line naming the program, the devices,
-  the bytes and `batch_flag`, the setting of the batch.
+  the bytes and the settings to change (`memory.advice`: `batch_flag`, the
+  batch's, and `kernels_flag`, the kernels', where the task has one).
 
   Attributes:
     num_shapes: batch signatures compiled so far.
@@ -63,10 +64,10 @@ class Program:
 
   def __init__(self, name: str, fn: Callable, mesh, first_sharding: Any, out_shardings: Any,
                *, donate: bool = False, fast: bool = False,
-               batch_flag: str = "--config.batch_size"):
+               batch_flag: str = "--config.batch_size", kernels_flag: str | None = None):
     self.name, self.fn, self.mesh = name, fn, mesh
     self.first_sharding, self.out_shardings, self.donate = first_sharding, out_shardings, donate
-    self.batch_flag = batch_flag
+    self.batch_flag, self.kernels_flag = batch_flag, kernels_flag
     platform = mesh.devices.flat[0].platform
     self.options = tuning.compiler_options(platform, fast=fast)
     self._compiled: dict[tuple, Any] = {}
@@ -90,7 +91,8 @@ class Program:
       except Exception as e:  # noqa: BLE001 - the compiler's refusal, in one line
         if not is_out_of_memory(e):
           raise
-        raise does_not_fit(self.name, describe_devices(self.mesh), e, self.batch_flag) from e
+        raise does_not_fit(self.name, describe_devices(self.mesh), e, self.batch_flag,
+                           self.kernels_flag) from e
       logger.info("%s compiled in %.1f s (batch %s)", self.name, time.perf_counter() - t0,
                   ", ".join(f"{k} {list(s)}" for k, s, _ in key))
     return self._compiled[key]
@@ -137,15 +139,16 @@ class RunPrograms:
         lambda x, s: jax.ShapeDtypeStruct(x.shape, x.dtype, sharding=s), abstract, self.state_sh)
     self.num_params = sum(int(np.prod(x.shape))
                           for x in jax.tree_util.tree_leaves(abstract.params))
-    flag = getattr(task, "batch_flag", "--config.batch_size")
+    flags = {"batch_flag": getattr(task, "batch_flag", "--config.batch_size"),
+             "kernels_flag": getattr(task, "kernels_flag", None)}
     carry_sh = (self.state_sh, replicated(mesh))      # (state, metric sums)
     self.step = jitted_train_step(task, self.tx)      # traced once: metric shapes, program
     self.train = Program("train step", functools.partial(accumulating_step, self.step), mesh,
-                         carry_sh, carry_sh, donate=True, fast=fast, batch_flag=flag)
+                         carry_sh, carry_sh, donate=True, fast=fast, **flags)
     self.variables_sh = {"params": self.state_sh.params,
                          "batch_stats": self.state_sh.batch_stats}
     self.eval = Program("eval step", task.eval_step, mesh, self.variables_sh, replicated(mesh),
-                        fast=fast, batch_flag=flag)
+                        fast=fast, **flags)
     self._metric_shapes: dict[tuple, Any] = {}
 
   @property

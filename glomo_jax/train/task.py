@@ -50,7 +50,8 @@ class Task(abc.ABC):
     log_metrics: the train and evaluation metrics shown on the console (None:
       all); TensorBoard gets every one.
     batch_flag: the flag of the global batch size, named when a program does
-      not fit the devices' memory (`glomo_jax.train.memory`).
+      not fit the devices' memory (`glomo_jax.train.memory`); kernels_flag:
+      the flag of the model's kernels (reference or fused) where it has one.
   """
   rng_streams: tuple[str, ...] = ("dropout",)
   eval_splits: tuple[str, ...] = ()
@@ -58,6 +59,7 @@ class Task(abc.ABC):
   unit_name: str = "tokens"
   log_metrics: tuple[str, ...] | None = None
   batch_flag: str = "--config.optim.batch_size"
+  kernels_flag: str | None = None
 
   # ---- model ------------------------------------------------------------------
   @abc.abstractmethod

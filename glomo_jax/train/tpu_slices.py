@@ -41,10 +41,6 @@ class Slice:
   num_slices: int = 1
 
   @property
-  def devices_per_slice(self) -> int:
-    return self.chips
-
-  @property
   def num_devices(self) -> int:
     return self.chips * self.num_slices
 
