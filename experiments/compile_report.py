@@ -41,7 +41,7 @@ def mosaic_calls(hlo_text: str) -> dict[str, int]:
 
 def batch_field(kind: str) -> str:
   """The config field of a kind's global batch size."""
-  return "batch_size" if kind in ("pretrain", "pretrain_images") else "optim.batch_size"
+  return "batch_size" if kind in ("pretrain", "pretrain_images", "lstm_lm") else "optim.batch_size"
 
 
 def with_batch(config, kind: str, batch: int):
@@ -86,8 +86,8 @@ class Checker:
       raise ProgramDoesNotFitError(
           f"the {name} does not fit on {self.tpu.describe()}: it needs "
           f"{memory.total / GiB:.2f} GiB per device, the limit is {self.hbm / GiB:.2f} GiB; "
-          + advice(f"--config.{batch_field(self.kind)}",
-                   getattr(target.task, "kernels_flag", None)), memory.total, self.hbm)
+          + advice(target.task.batch_flag, getattr(target.task, "kernels_flag", None)),
+          memory.total, self.hbm)
     cost = compiled.cost_analysis() or {}
     if isinstance(cost, list):
       cost = cost[0] if cost else {}
