@@ -4,6 +4,15 @@ kernel (`ModelConfig.kernels` 'fused_graph' or 'fused'): what
 the features by `ops.pallas.graph_mix.fused_graph_mix` instead of formed as a
 [batch, K, T, T] array and then mixed.
 
+Each layer's per-head queries and keys ([batch, K, T, H] each) are projected
+inside a rematerialised block (`graph_mix.RECOMPUTE_INPUTS`): the backward
+pass projects them again from the key and query features it keeps anyway
+(for the projection's own gradient) instead of holding them. With the
+paper's 8 heads of 256 on d 512 they are 4× the features' width, larger
+than the [K, T, T] graph they replace at T 200; recomputing costs the two
+projections' forward FLOPs again (a few % of a training step), keeping the
+kernel's outputs m and z, so the forward kernel itself is not rerun.
+
 Only the loss's training path goes through here. `GLoMo.graphs` and
 `GLoMo.features`, the export and the transfer form the dense graphs, and
 `PixelGLoMo` runs the reference ops (it refuses other `kernels`).
@@ -12,10 +21,11 @@ from __future__ import annotations
 
 import functools
 
+import flax.linen as nn
 import jax
 import jax.numpy as jnp
 
-from glomo_jax.ops.pallas.graph_mix import fused_graph_mix
+from glomo_jax.ops.pallas.graph_mix import RECOMPUTE_INPUTS, fused_graph_mix
 
 
 def fused_top_features_at(graph, feats, emb, mask, train: bool, positions) -> jax.Array:
@@ -26,25 +36,27 @@ def fused_top_features_at(graph, feats, emb, mask, train: bool, positions) -> ja
   emb: [batch, T, d] in reading order; mask: optional [batch, T]; positions:
   int [n] rows of the top layer.
   """
-  (q, k, theta), (q_top, k_top, theta_top) = graph.split_heads(emb, mask, train, positions)
+  keys, queries = graph.head_features(emb, mask, train)
+  last = graph.config.num_graph_layers - 1
   h = emb
-  for layer in range(q.shape[1]):
+  for layer in range(last):
     h = feats.compose(layer, h, functools.partial(
-        _mix, q[:, layer], k[:, layer], _layer(theta, layer), None, mask))
-  return feats.compose(q.shape[1], h, functools.partial(
-      _mix, q_top[:, 0], k_top[:, 0], _layer(theta_top, 0), positions, mask), rows=positions)
+        _layer_mix(layer, top=False), graph, keys, queries, None, mask))
+  return feats.compose(last, h, functools.partial(
+      _layer_mix(last, top=True), graph, keys, queries, positions, mask), rows=positions)
 
 
-def _layer(theta, layer):
-  """θ of one layer of `GraphPredictor.head_inputs`' thresholds: [b, K, R, 1],
-  [1, 1, 1, 1] or 0-d."""
-  return theta[:, layer] if theta.ndim else theta
-
-
-def _mix(q, k, theta, rows, mask, values):
-  """One layer: q [b, K, R, H], k [b, K, T, H], θ broadcastable to
-  [b, K, R, 1], values [b, T, d] -> [b, R, d]."""
-  b, heads, r, _ = q.shape
-  theta = jnp.broadcast_to(jnp.reshape(theta, theta.shape[:3]) if theta.ndim else theta,
-                           (b, heads, r))
-  return fused_graph_mix(q, k, theta, values, rows, mask)
+def _layer_mix(layer: int, top: bool):
+  """The graph mixing of layer `layer` as a rematerialised function
+  (graph, keys, queries, rows, mask, values) -> [batch, R, d]: keys and
+  queries [batch, T, d] the graph predictor's features, rows int [n] or
+  None (R = T), values [batch, T, d]."""
+  def mix(graph, keys, queries, rows, mask, values):
+    q, k, theta = graph.head_inputs(keys, queries, slice(layer, layer + 1),
+                                    rows if top else None)
+    b, heads, r = q.shape[0], q.shape[2], q.shape[3]
+    theta = theta[:, 0] if theta.ndim else theta            # [b, K, R, 1], [1, 1, 1, 1] or 0-d
+    theta = jnp.broadcast_to(jnp.reshape(theta, theta.shape[:3]) if theta.ndim else theta,
+                             (b, heads, r))
+    return fused_graph_mix(q[:, 0], k[:, 0], theta, values, rows, mask)
+  return nn.checkpoint(mix, policy=RECOMPUTE_INPUTS)

@@ -137,7 +137,7 @@ class GraphPredictor(nn.Module):
     Returns:
       [batch, L, K, T, T] graphs, [.., target j, source i].
     """
-    keys, queries = self._features(x, mask, train)
+    keys, queries = self.head_features(x, mask, train)
     return self._graphs(keys, queries, slice(None), mask)
 
   def split_graphs(self, x: jax.Array, mask: jax.Array | None, train: bool,
@@ -156,14 +156,15 @@ class GraphPredictor(nn.Module):
       ([batch, L−1, K, T, T] graphs of layers 1..L−1,
        [batch, K, n, T] rows `top_rows` of layer L's graph).
     """
-    keys, queries = self._features(x, mask, train)
+    keys, queries = self.head_features(x, mask, train)
     last = self.config.num_graph_layers - 1
     lower = self._graphs(keys, queries, slice(0, last), mask)
     top = self._graphs(keys, queries, slice(last, last + 1), mask, rows=top_rows)
     return lower, top[:, 0]
 
-  def _features(self, x, mask, train):
-    """Key and query CNN features, each [batch, T, d]."""
+  def head_features(self, x: jax.Array, mask: jax.Array | None, train: bool):
+    """Key and query CNN features of embeddings x [batch, T, d], each
+    [batch, T, d] (`head_inputs` projects them to the heads)."""
     if not self.config.decoupled:
       raise ValueError("a coupled graph predictor has no CNNs: use layer_graph "
                        "with the feature predictor's features")
@@ -178,17 +179,6 @@ class GraphPredictor(nn.Module):
     features: [batch, T, d] -> [batch, K, T, T].
     """
     return self._graphs(features, features, slice(layer, layer + 1), mask)[:, 0]
-
-  def split_heads(self, x: jax.Array, mask: jax.Array | None, train: bool,
-                  top_rows: jax.Array):
-    """What `split_graphs` normalises, before any graph is formed
-    (`head_inputs`): ((q, k, θ) of layers 1..L−1, (q, k, θ) of layer L at
-    `top_rows`), for a kernel that mixes features without forming graphs
-    (`models.fused_features`)."""
-    keys, queries = self._features(x, mask, train)
-    last = self.config.num_graph_layers - 1
-    return (self.head_inputs(keys, queries, slice(0, last)),
-            self.head_inputs(keys, queries, slice(last, last + 1), top_rows))
 
   def head_inputs(self, keys, queries, layers, rows=None):
     """keys, queries: [batch, T, d] -> the per-head queries q [batch, L', K, R, H]

@@ -30,6 +30,7 @@ import functools
 
 import jax
 import jax.numpy as jnp
+from jax.ad_checkpoint import checkpoint_name
 from jax.experimental import pallas as pl
 
 from glomo_jax.ops.pallas import (check_triton_widths, kernel_mode, per_shard, round_up,
@@ -43,6 +44,14 @@ from glomo_jax.ops.pallas.graph_mix_tpu import forward_tpu, grads_tpu
 # Mosaic TPU wants rows in multiples of 8 and sources (a lane axis of the
 # padding mask) in multiples of 128, or the whole padded axis.
 DEFAULT_BLOCKS = {"gpu": (64, 64)}
+
+# The residuals a caller's `jax.checkpoint` should keep: the mixed features m
+# and the normalisers z, which only the forward kernel computes. With
+# `RECOMPUTE_INPUTS` as the policy, q and k (and anything else before the
+# kernel) are recomputed in the backward pass instead of kept
+# (`models.fused_features`).
+SAVED_NAMES = ("graph_mix_out", "graph_mix_norm")
+RECOMPUTE_INPUTS = jax.checkpoint_policies.save_only_these_names(*SAVED_NAMES)
 
 
 def fused_graph_mix(q: jax.Array, k: jax.Array, theta: jax.Array, values: jax.Array,
@@ -121,6 +130,7 @@ def _mix(plan, q, k, theta, v, rows, row_ok, src_ok):
 
 def _mix_fwd(plan, q, k, theta, v, rows, row_ok, src_ok):
   m, z = _forward(plan, q, k, theta, v, rows, row_ok, src_ok)
+  m, z = checkpoint_name(m, SAVED_NAMES[0]), checkpoint_name(z, SAVED_NAMES[1])
   return m, (q, k, theta, v, rows, row_ok, src_ok, m, z)
 
 
