@@ -26,15 +26,29 @@ test: install-test
 demo: install
 	$(BIN)/python -m experiments.demo --workdir=runs/demo
 
+# The targets that run the PyTorch peer (a PyTorch implementation of the GLoMo
+# pretraining model; benchmarks/README.md, "The peer") need its file:
+# make bench PEER=path/to/peer.py, or GLOMO_TORCH_PEER in the environment.
+PEER ?= $(GLOMO_TORCH_PEER)
+PEER_TARGETS := equivalence bench bench-all bench-gpu bench-gpu-kernels
+PEER_GOAL := $(firstword $(filter $(PEER_TARGETS),$(MAKECMDGOALS)))
+ifneq ($(PEER_GOAL),)
+ifeq ($(PEER),)
+$(error make $(PEER_GOAL) needs the PyTorch peer: make $(PEER_GOAL) PEER=path/to/peer.py (benchmarks/README.md, "The peer"))
+endif
+ifeq ($(wildcard $(PEER)),)
+$(error no peer at PEER=$(PEER))
+endif
+endif
+
 equivalence: install-test
 	$(BIN)/pip install -q 'torch==2.13.0'
-	JAX_PLATFORMS=cpu $(BIN)/python benchmarks/torch_equivalence.py
+	JAX_PLATFORMS=cpu $(BIN)/python benchmarks/torch_equivalence.py --peer $(PEER)
 
 # glomo_jax vs the PyTorch peer on the `small` config (alternating fresh
 # processes; torch's CPU wheel if torch is missing); results in
 # benchmarks/results/ (git-ignored). Extra flags:
-# make bench BENCH_ARGS="--rounds 3 --steps 12"
-PEER ?= ../shared/peers/glomo_torch_reference.py
+# make bench PEER=path/to/peer.py BENCH_ARGS="--rounds 3 --steps 12"
 # torch for the peer only (never a product dependency): the CPU wheel from
 # PyTorch's index where it is reachable, else torch 2.13.0 from pip's index.
 TORCH_CPU = $(BIN)/pip install -q 'torch==2.13.0' --index-url https://download.pytorch.org/whl/cpu \

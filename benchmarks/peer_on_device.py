@@ -1,12 +1,13 @@
 #!/usr/bin/env python3
 """Runs the PyTorch peer's benchmark with its model on an accelerator.
 
-The peer (``shared/peers/glomo_torch_reference.py``) builds its model and
-draws its token batches on the CPU. This wrapper loads it unchanged and
-swaps its ``GLoMo`` class for a subclass that moves itself to ``--device``
-when built and moves each ``[bsz, bptt]`` token batch there in
-``forward`` (the host still draws the batch, as glomo_jax's benchmark does
-before its ``device_put``). The timed step stays the peer's own: draw,
+The peer (a PyTorch implementation of the GLoMo pretraining model; its
+interface: benchmarks/README.md, "The peer") builds its model and draws its
+token batches on the CPU. This wrapper loads it unchanged and swaps its
+``GLoMo`` class for a subclass that moves itself to ``--device`` when built
+and moves each ``[bsz, bptt]`` token batch there in ``forward`` (the host
+still draws the batch, as glomo_jax's benchmark does before its
+``device_put``). The timed step stays the peer's own: draw,
 ``zero_grad``, forward, backward, clip, fused SGD, ``float(loss)``, which
 waits for the device.
 
@@ -19,7 +20,7 @@ Prints the peer's JSON line with ``device``, ``device_name``, ``tf32`` and
 ``device_peak_mb`` (``torch.cuda.max_memory_allocated``) added. Every other
 flag goes to the peer.
 
-  python benchmarks/peer_on_device.py --peer ../shared/peers/glomo_torch_reference.py \\
+  python benchmarks/peer_on_device.py --peer path/to/peer.py \\
       --device cuda --config small --steps 30 --warmup 10
 """
 from __future__ import annotations
@@ -61,7 +62,7 @@ def on_device(peer, device):
 def main(argv=None) -> None:
   # no abbreviations: the peer's own --d must not match --device
   p = argparse.ArgumentParser(description=__doc__.split("\n")[0], allow_abbrev=False)
-  p.add_argument("--peer", required=True, help="path of glomo_torch_reference.py")
+  p.add_argument("--peer", required=True, help="file of the PyTorch peer")
   p.add_argument("--device", default="cuda", help="torch device, e.g. cuda or cuda:1")
   p.add_argument("--tf32", type=int, choices=(0, 1), default=0)
   ours, rest = p.parse_known_args(argv)

@@ -5,7 +5,8 @@ Times full training steps of glomo_jax (`glomo_jax.train.step.train_step` of
 `glomo_jax.pretraining.GLoMoObjective`, jitted with the state donated:
 forward, backward, global-norm clip 0.25, SGD lr 8 momentum 0.2) at the
 peer's named configs (`small`, `paper`; the same d, V, bsz, bptt, layers,
-heads, samples as ``CONFIGS`` in ``shared/peers/glomo_torch_reference.py``).
+heads, samples as the peer's ``CONFIGS``; the peer is a PyTorch
+implementation of the GLoMo pretraining model, see benchmarks/README.md).
 Each step draws a random ``[bsz, bptt]`` token batch on the host, transfers
 it and blocks on the loss, as the peer does; with ``--sync_every N`` the loss
 is fetched after every N-th step only (the training loop's steady state,
@@ -63,7 +64,7 @@ and written as markdown (and PNG for sweeps) next to it (default
 
   python benchmarks/pretrain_step.py --config small
   python benchmarks/pretrain_step.py --config small \\
-      --peer ../shared/peers/glomo_torch_reference.py --rounds 2
+      --peer path/to/peer.py --rounds 2
 """
 from __future__ import annotations
 
@@ -77,8 +78,8 @@ for path in (HERE, os.path.dirname(HERE)):  # stepbench, and glomo_jax for the w
     sys.path.insert(0, path)
 
 from stepbench import kernel_modes, modes, workers  # noqa: E402
-from stepbench.configs import (CONFIGS, DEFAULT_PEER, DEFAULT_RESULTS,  # noqa: E402
-                               DEFAULT_WIKI, FLOAT32_MATMUL, resolve)
+from stepbench.configs import (CONFIGS, DEFAULT_RESULTS, DEFAULT_WIKI,  # noqa: E402
+                               FLOAT32_MATMUL, resolve)
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -109,7 +110,8 @@ def build_parser() -> argparse.ArgumentParser:
   p.add_argument("--seed", type=int, default=0)
   p.add_argument("--rounds", type=int, default=2, help="runs of each program (alternating)")
   p.add_argument("--peer", default=None,
-                 help=f"path of glomo_torch_reference.py (e.g. {os.path.relpath(DEFAULT_PEER)})")
+                 help="file of the PyTorch peer (benchmarks/README.md, 'The peer'); "
+                      "glomo_jax and the peer alternate")
   p.add_argument("--peer_python", default=sys.executable,
                  help="python that runs the peer (needs torch)")
   p.add_argument("--peer_args", default="", help="extra flags for the peer, e.g. '--conv onednn'")

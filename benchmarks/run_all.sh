@@ -1,11 +1,18 @@
 #!/usr/bin/env bash
 # Every measurement of benchmarks/RESULTS.md, in one go (about 50 minutes on
 # 2 cores; run it on a quiet machine). Results: benchmarks/results/ (markdown,
-# PNG, pretrain_step.jsonl). Usage: benchmarks/run_all.sh [PYTHON] [PEER]
+# PNG, pretrain_step.jsonl). Usage: benchmarks/run_all.sh [PYTHON] PEER
+# PEER: the file of the PyTorch peer (benchmarks/README.md, "The peer"), by
+# default $GLOMO_TORCH_PEER; relative paths start at the repository root.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 PY=${1:-.venv/bin/python}
-PEER=${2:-../shared/peers/glomo_torch_reference.py}
+PEER=${2:-${GLOMO_TORCH_PEER:-}}
+if [ -z "$PEER" ]; then
+  echo "usage: benchmarks/run_all.sh [PYTHON] PEER (the PyTorch peer's file, or GLOMO_TORCH_PEER set)" >&2
+  exit 2
+fi
+[ -f "$PEER" ] || { echo "no peer at $PEER" >&2; exit 2; }
 B="$PY benchmarks/pretrain_step.py"
 export JAX_PLATFORMS=${JAX_PLATFORMS:-cpu}
 set -x

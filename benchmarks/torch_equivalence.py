@@ -1,10 +1,12 @@
 #!/usr/bin/env python3
 """Numerical equivalence of glomo_jax with the PyTorch peer.
 
-Builds the peer (``shared/peers/glomo_torch_reference.py``, loaded from
-``--peer``) at a small config, randomises its BatchNorm scales, biases and
-running statistics, converts its state_dict with `glomo_jax.convert`, and
-compares, on the same tokens and the same sampled decoder positions:
+Builds the peer (a PyTorch implementation of the GLoMo pretraining model,
+loaded from ``--peer`` or ``$GLOMO_TORCH_PEER``; its interface:
+benchmarks/README.md, "The peer") at a small config, randomises its
+BatchNorm scales, biases and running statistics, converts its state_dict
+with `glomo_jax.convert`, and compares, on the same tokens and the same
+sampled decoder positions:
 
 * graphs [B, 2L, K, S, S] (peer ``.graphs()`` vs ``GLoMo.graphs``),
 * features [1 + 2L, B, S, d] (``.features()``),
@@ -22,8 +24,9 @@ masks padding sources. With a mask, graphs and features are compared on real
 target positions only, and the decoder positions are drawn so that every
 start and target is a real token (the peer's loss does not mask).
 
-  .venv/bin/python benchmarks/torch_equivalence.py            # needs torch
-  .venv/bin/python benchmarks/torch_equivalence.py --write_golden tests/data/peer_golden.npz
+  .venv/bin/python benchmarks/torch_equivalence.py --peer path/to/peer.py   # needs torch
+  .venv/bin/python benchmarks/torch_equivalence.py --peer path/to/peer.py \\
+      --write_golden tests/data/peer_golden.npz
 """
 from __future__ import annotations
 
@@ -45,13 +48,15 @@ from glomo_jax.convert import (config_from_torch_state_dict,  # noqa: E402
                                variables_from_torch_state_dict)
 
 BOUNDS = {"float64": 1e-10, "float32": 1e-4}
+PEER_ENV = "GLOMO_TORCH_PEER"  # the peer's file when --peer is not given
 QUANTITIES = ("graphs", "features", "loss", "grads", "bn_stats")
 
 
 def parse_args(argv=None):
   p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-  p.add_argument("--peer", default=os.path.join(REPO, "..", "shared", "peers",
-                                                "glomo_torch_reference.py"))
+  peer = os.environ.get(PEER_ENV) or None
+  p.add_argument("--peer", default=peer, required=peer is None,
+                 help=f"file of the PyTorch peer (default: ${PEER_ENV})")
   p.add_argument("--d", type=int, default=64)
   p.add_argument("--ntokens", type=int, default=300)
   p.add_argument("--bsz", type=int, default=4)
@@ -79,6 +84,8 @@ def parse_args(argv=None):
 
 
 def load_peer(path):
+  if not os.path.isfile(path):
+    raise SystemExit(f"no peer at {path}")
   spec = importlib.util.spec_from_file_location("glomo_torch_reference", os.path.abspath(path))
   if spec is None:
     raise FileNotFoundError(f"no peer at {path}")

@@ -252,10 +252,13 @@ def test_thread_occupancy_counts_busy_threads_and_what_ran_alone():
 
 @pytest.mark.skipif(importlib.util.find_spec("torch") is None, reason="needs torch (the peer)")
 def test_peer_on_device_runs_the_peers_step_on_the_named_device():
+  """Needs the PyTorch peer's file in $GLOMO_TORCH_PEER (benchmarks/README.md)."""
   import subprocess
-  peer = os.path.join(REPO, "..", "shared", "peers", "glomo_torch_reference.py")
-  if not os.path.exists(peer):
-    pytest.skip("no ../shared/peers")
+  peer = os.environ.get("GLOMO_TORCH_PEER")
+  if not peer:
+    pytest.skip("GLOMO_TORCH_PEER (the PyTorch peer's file) is not set")
+  if not os.path.isfile(peer):
+    pytest.skip(f"GLOMO_TORCH_PEER={peer}: no such file")
   out = subprocess.run(
       [sys.executable, os.path.join(BENCH, "peer_on_device.py"), "--peer", peer,
        "--device", "cpu", "--d", "32", "--ntokens", "50", "--bsz", "2", "--bptt", "12",

@@ -6,15 +6,14 @@ import ast
 import os
 
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-DEFAULT_PEER = os.path.join(REPO, "..", "shared", "peers", "glomo_torch_reference.py")
 DEFAULT_WIKI = os.path.join(REPO, "..", "shared", "data", "wiki_text")
 DEFAULT_RESULTS = os.path.join(REPO, "benchmarks", "results")
 PEER_ON_DEVICE = os.path.join(REPO, "benchmarks", "peer_on_device.py")
 
-# The peer's named configs (shared/peers/glomo_torch_reference.py, CONFIGS),
-# in its own flag names. Both configs also use heads 8, head_dim d/2, kernel
-# 3, 2 decoder layers, dropout 0, GRU composition, scale_grad_by_freq, SGD
-# lr 8, momentum 0.2, clip 0.25.
+# The peer's named configs (its module-level CONFIGS; benchmarks/README.md,
+# "The peer"), in its own flag names. Both configs also use heads 8, head_dim
+# d/2, kernel 3, 2 decoder layers, dropout 0, GRU composition,
+# scale_grad_by_freq, SGD lr 8, momentum 0.2, clip 0.25.
 CONFIGS = {
     "small": dict(d=256, ntokens=10000, bsz=16, bptt=100, dec_len=3, nlayers=3,
                   nlayers_key=4, nlayers_query=4, sample_len=20),

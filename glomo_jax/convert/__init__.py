@@ -9,7 +9,8 @@ Two naming schemes are accepted, also mixed in one dict:
   (sparse_mode 4), ``sparse_bias`` (sparse_mode 2), ``gru_cell``,
   ``value_trans.{l}``, ``dec_net_{fw,bw}.rnn_fw.*`` and
   ``dec_net_{fw,bw}.out.weight`` (tied to the embedding: checked, dropped);
-* the PyTorch peer's (``shared/peers/glomo_torch_reference.py``):
+* the PyTorch peer's (a PyTorch implementation of the GLoMo pretraining
+  model that the benchmarks compare against; benchmarks/README.md):
   ``embed.weight``, ``graph_{fw,bw}.key_convs.{i}.conv.weight``, ``.bn.*``,
   ``key_proj.{l}``, ``query_proj.{l}``, ``threshold.{l}``, ``gru``,
   ``value_proj.{l}``, ``decoder_{fw,bw}.weight_ih_l{n}`` … The release's
