@@ -16,6 +16,13 @@ table.md (model, parameters, tokens, the probe on items with an attractor
 and without, the held-out next-token cross-entropy), curve.json, and
 curve.png.
 
+The checkpoint for a transfer (--choose_on=FILE, a subset of --examples,
+e.g. the verb-number grid's training items `ud_fit`): per run, the
+checkpoint whose probe is highest on the attractor items among those
+examples only, the fewest tokens on a tie, so that the choice never looks
+at the items a transfer is then scored on (`ud_heldout`); in table.md and
+curve.json ("chosen").
+
 The crossing: per run, a line through the attractor items' accuracy against
 log10 tokens (least squares over its checkpoints past the first
 --fit_from tokens), and where it reaches 50 %; its uncertainty from
@@ -44,6 +51,8 @@ _FIT_FROM = flags.DEFINE_float("fit_from", 4e6, "Fit the line from this many tok
 _BOOTSTRAP = flags.DEFINE_integer("bootstrap", 2000, "Resamples of the probe's items.")
 _H200 = flags.DEFINE_float("h200_tokens_per_s", 655_605.0, "The paper model's tokens/s on "
                            "one H200 (benchmarks/RESULTS.md).")
+_CHOOSE_ON = flags.DEFINE_string("choose_on", None, "Verb-number JSON lines, a subset of "
+                                 "--examples: choose each run's checkpoint on their attractor items.")
 flags.mark_flags_as_required(["runs", "examples", "out"])
 
 ATTRACTED = "attractors_1+"
@@ -106,6 +115,23 @@ def crossing(tokens, correct, attracted, fit_from: float, resamples: int, seed: 
           "slope_per_decade": float(slope), "checkpoints": int(keep.sum())}
 
 
+def item_key(example: dict) -> tuple:
+  """An item's identity across verb-number files: (words, verb)."""
+  return tuple(example["words"]), example["verb"]
+
+
+def choose(tokens, correct, among) -> dict:
+  """The checkpoint whose accuracy on the items `among` (bool [A]) is highest,
+  the fewest tokens on a tie: {'index', 'tokens', 'accuracy', 'items'}.
+  tokens: [C]; correct: [C, A] of 0/1."""
+  import numpy as np  # noqa: PLC0415
+  tokens, correct = np.asarray(tokens, float), np.asarray(correct)[:, among]
+  accuracy = correct.mean(1)
+  best = max(range(len(tokens)), key=lambda c: (accuracy[c], -tokens[c]))
+  return {"index": int(best), "tokens": float(tokens[best]), "accuracy": float(accuracy[best]),
+          "items": int(correct.shape[1])}
+
+
 def main(argv):
   del argv
   import numpy as np  # noqa: PLC0415
@@ -114,6 +140,10 @@ def main(argv):
   from glomo_jax.io import write_json  # noqa: PLC0415
   examples = read_probe_examples(_EXAMPLES.value)
   attracted = np.asarray([e.get("attractors", 0) >= 1 for e in examples])
+  chooser = None
+  if _CHOOSE_ON.value:
+    subset = {item_key(e) for e in read_probe_examples(_CHOOSE_ON.value)}
+    chooser = attracted & np.asarray([item_key(e) in subset for e in examples])
   os.makedirs(_OUT.value, exist_ok=True)
   rows, curves = [], {}
   for workdir in _RUNS.value:
@@ -129,6 +159,9 @@ def main(argv):
                                | {"attracted": f["probe"][f"accuracy/{ATTRACTED}"],
                                   "plain": f["probe"]["accuracy/attractors_0"]}
                                for f in figures], "crossing": fit}
+    if chooser is not None:
+      chosen = choose([f["tokens"] for f in figures], [f["correct"] for f in figures], chooser)
+      curves[name]["chosen"] = chosen | {"step": figures[chosen["index"]]["step"]}
     for f in figures:
       rows.append((name, f["model"], f["parameters"], f["tokens"],
                    f["probe"][f"accuracy/{ATTRACTED}"], f["probe"]["accuracy/attractors_0"],
@@ -141,6 +174,11 @@ def main(argv):
     lines.append(f"| {name} | {model} | {params:,} | {tokens / 1e6:.0f}M | {100 * a:.1f} | "
                  f"{100 * p:.1f} | {loss:.3f} |")
   for name, curve in curves.items():
+    if "chosen" in curve:
+      c = curve["chosen"]
+      lines.append(f"\n{name}: chosen on {os.path.basename(_CHOOSE_ON.value)}'s {c['items']} "
+                   f"attractor items: step {c['step']} ({c['tokens'] / 1e6:.0f}M tokens), "
+                   f"{100 * c['accuracy']:.1f} %")
     fit = curve["crossing"]
     if fit:
       hours = lambda t: t / _H200.value / 3600  # noqa: E731

@@ -3,7 +3,7 @@ through the attractor items' accuracy against log10 tokens reaches 50 %,
 with its bootstrap over the items."""
 import numpy as np
 
-from experiments.token_curve import crossing
+from experiments.token_curve import choose, crossing
 
 
 def test_the_line_reaches_50_percent_where_its_formula_says():
@@ -22,3 +22,13 @@ def test_the_line_reaches_50_percent_where_its_formula_says():
   assert crossing(tokens, correct, attracted, fit_from=1e8, resamples=10) is None
   flat = np.tile(correct[:1], (3, 1))
   assert crossing(tokens, flat, attracted, 1e6, 10)["tokens"] == np.inf
+
+
+def test_the_checkpoint_is_chosen_on_the_given_items_only():
+  # items 0-1 the choice's, 2-3 the scored ones: checkpoint 2 is best on the
+  # scored items, checkpoints 0 and 1 tie on the choice's: the fewer tokens win
+  correct = np.array([[1, 0, 0, 0], [1, 0, 1, 0], [0, 0, 1, 1]])
+  among = np.array([True, True, False, False])
+  assert choose([1e6, 2e6, 3e6], correct, among) == {
+      "index": 0, "tokens": 1e6, "accuracy": 0.5, "items": 2}
+  assert choose([1e6, 2e6, 3e6], correct, ~among)["index"] == 2
