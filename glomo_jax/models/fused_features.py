@@ -10,8 +10,8 @@ pass projects them again from the key and query features it keeps anyway
 (for the projection's own gradient) instead of holding them. With the
 paper's 8 heads of 256 on d 512 they are 4× the features' width, larger
 than the [K, T, T] graph they replace at T 200; recomputing costs the two
-projections' forward FLOPs again (a few % of a training step), keeping the
-kernel's outputs m and z, so the forward kernel itself is not rerun.
+projections' forward FLOPs again, and keeps the kernel's outputs m and z, so
+the forward kernel itself is not rerun (docs/tpu.md has the bytes it saves).
 
 Only the loss's training path goes through here. `GLoMo.graphs` and
 `GLoMo.features`, the export and the transfer form the dense graphs, and
