@@ -96,6 +96,8 @@ def crossing(tokens, correct, attracted, fit_from: float, resamples: int, seed: 
   decade) of the attractor items' accuracy against log10 tokens; None where
   fewer than 2 checkpoints are fitted or the line does not rise."""
   import numpy as np  # noqa: PLC0415
+  if len(tokens) < 2:
+    return None
   tokens, correct = np.asarray(tokens, float), np.asarray(correct)[:, attracted]   # [C, A]
   keep = tokens >= fit_from
   if keep.sum() < 2:
@@ -149,6 +151,9 @@ def main(argv):
   for workdir in _RUNS.value:
     steps = sorted(int(s) for s in os.listdir(os.path.join(workdir, "checkpoints"))
                    if s.isdigit())
+    if not steps:
+      print(f"{workdir}: no kept checkpoint yet, left out")
+      continue
     data = {}
     figures = [checkpoint_figures(workdir, step, examples, _EVAL_BATCHES.value, data)
                for step in steps]

@@ -20,6 +20,7 @@ def test_the_line_reaches_50_percent_where_its_formula_says():
   assert fit["low"] < 1e9 < fit["high"] and fit["checkpoints"] == 3
   # checkpoints below fit_from are left out; one left is no line
   assert crossing(tokens, correct, attracted, fit_from=1e8, resamples=10) is None
+  assert crossing([], [], attracted, fit_from=1e6, resamples=10) is None   # a run just started
   flat = np.tile(correct[:1], (3, 1))
   assert crossing(tokens, flat, attracted, 1e6, 10)["tokens"] == np.inf
 
