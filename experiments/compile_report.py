@@ -12,6 +12,7 @@ from typing import Callable
 import jax
 
 from experiments import compile_targets
+from experiments.kinds import KINDS
 from glomo_jax.tpu import GiB, MiB
 from glomo_jax.train.memory import ProgramDoesNotFitError, ProgramMemory, advice
 from glomo_jax.train.programs import RunPrograms
@@ -40,8 +41,9 @@ def mosaic_calls(hlo_text: str) -> dict[str, int]:
 
 
 def batch_field(kind: str) -> str:
-  """The config field of a kind's global batch size."""
-  return "batch_size" if kind in ("pretrain", "pretrain_images", "lstm_lm") else "optim.batch_size"
+  """The config field of a kind's global batch size: a downstream kind's
+  config holds it in `optim` (`kinds.KINDS`)."""
+  return "optim.batch_size" if KINDS[kind].downstream else "batch_size"
 
 
 def with_batch(config, kind: str, batch: int):
