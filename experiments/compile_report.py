@@ -84,12 +84,12 @@ class Checker:
       compiled = compile_fn()
     seconds, cpu_seconds = time.perf_counter() - t0, time.process_time() - c0
     memory = ProgramMemory.of(compiled)
-    if memory.total > self.hbm:
+    if memory.needed > self.hbm:
       raise ProgramDoesNotFitError(
           f"the {name} does not fit on {self.tpu.describe()}: it needs "
-          f"{memory.total / GiB:.2f} GiB per device, the limit is {self.hbm / GiB:.2f} GiB; "
+          f"{memory.needed / GiB:.2f} GiB per device, the limit is {self.hbm / GiB:.2f} GiB; "
           + advice(target.task.batch_flag, getattr(target.task, "kernels_flag", None)),
-          memory.total, self.hbm)
+          memory.needed, self.hbm)
     cost = compiled.cost_analysis() or {}
     if isinstance(cost, list):
       cost = cost[0] if cost else {}
@@ -123,7 +123,7 @@ class Checker:
     except ProgramDoesNotFitError as e:
       return False, e.needed
     self.rows[batch_of(config, self.kind)] = row
-    return True, row["memory"]["total"]
+    return True, row["memory"]["needed"]
 
   def find_batch(self, config, max_batch: int = 1 << 16, log: Callable = print,
                  step: int | None = None) -> dict:
@@ -199,16 +199,17 @@ def compile_predict(target, mesh):
 
 
 def table(rows: list[dict], hbm: int) -> str:
-  """A text table of `Checker.compile_all`'s rows (MiB a device)."""
-  head = ("program", "compile CPU s", "arguments", "outputs", "alias", "temporaries", "code",
-          "total", "of HBM", "peak", "Mosaic calls", "GFLOP")
+  """A text table of `Checker.compile_all`'s rows (MiB a device; `needed`
+  as `train.memory.ProgramMemory.needed`)."""
+  head = ("program", "compile CPU s", "arguments", "outputs", "alias", "temporaries", "peak",
+          "code", "needed", "of HBM", "Mosaic calls", "GFLOP")
   lines = ["  ".join(f"{h:>12s}" for h in head)]
   for r in rows:
     m = r["memory"]
     calls = sum(r["mosaic_calls"].values())
     cells = [r["program"], f"{r['cpu_seconds']:.1f}"] + [
-        f"{m[k] / MiB:.1f}" for k in ("argument", "output", "alias", "temp", "code", "total")
-    ] + [f"{100 * m['total'] / hbm:.1f} %", f"{m['peak'] / MiB:.1f}", str(calls),
-         f"{r['flops'] / 1e9:.1f}"]
+        f"{m[k] / MiB:.1f}" for k in ("argument", "output", "alias", "temp", "peak", "code",
+                                     "needed")
+    ] + [f"{100 * m['needed'] / hbm:.1f} %", str(calls), f"{r['flops'] / 1e9:.1f}"]
     lines.append("  ".join(f"{c:>12s}" for c in cells))
   return "\n".join(lines)

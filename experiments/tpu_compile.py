@@ -15,11 +15,12 @@ devices) from the run kind's task at the config's sizes
 and printed): the train step, the eval step and, for pretraining, the
 export's `predict`. Per program and device it prints the bytes of the
 arguments, the outputs, the outputs that reuse the donated state ('alias'),
-the temporaries and the code, their sum (`ProgramMemory.total`) against the
-chip's HBM, the Pallas (Mosaic) calls, the compiler's FLOP count and the
-compile seconds. A program that does not fit the chip's HBM (or
-`--hbm_gib`) exits 1 with one line naming it, the bytes and the flags to
-change.
+the temporaries, the compiler's peak and the code, what the program needs
+(`glomo_jax.train.memory.ProgramMemory.needed`: peak + outputs − alias +
+code) against the chip's HBM, the Pallas (Mosaic) calls, the compiler's
+FLOP count and the compile seconds. A program that the compiler refuses,
+or that needs more than the chip's HBM (or `--hbm_gib`), exits 1 with one
+line naming it, the bytes and the flags to change.
 
 --topology takes a slice as Cloud TPU names it (v4-8, v5e-8 or
 v5litepod-8, v5p-8, v6e-8, v5e-256, ...; `glomo_jax.train.tpu_slices`: v4

@@ -239,3 +239,15 @@ def test_a_kernel_short_of_the_whole_vmem_is_named_in_one_line():
         f"the loss does not fit on TPU v5 lite (1 device): the Pallas kernel {kernel} needs "
         "135.8 MiB of VMEM, its limit is 128.0 MiB; "), str(error)
     assert (error.memory, error.available) == ("VMEM", 128 * MiB)
+
+
+def test_what_a_program_needs_is_the_compilers_peak_not_its_heap():
+  # the fused v5p-8 step at 8,064 rows (MiB): the compiler accepted it
+  # against 95.74 GiB though its heap's sum is 102,649.5; its peak + code is
+  # what it needs; without a peak (a backend that reports none), the sum
+  from glomo_jax.train.memory import ProgramMemory  # noqa: PLC0415
+  m = ProgramMemory(argument=670, output=667, alias=667, temp=101_905, code=75, peak=92_721)
+  assert (m.total, m.needed) == (670 + 101_905 + 75, 92_721 + 75)
+  assert m.to_dict()["needed"] == m.needed
+  assert ProgramMemory(argument=670, output=700, alias=667, temp=900, code=75).needed == (
+      670 + 33 + 900 + 75)

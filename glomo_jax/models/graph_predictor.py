@@ -183,31 +183,56 @@ class GraphPredictor(nn.Module):
   def head_inputs(self, keys, queries, layers, rows=None):
     """keys, queries: [batch, T, d] -> the per-head queries q [batch, L', K, R, H]
     and keys k [batch, L', K, T, H] (compute dtype) of `layers` (a slice), and
-    the thresholds θ in the graph dtype, broadcastable to [batch, L', K, R, 1]
-    ('query': that shape; 'scalar': [1, L', 1, 1, 1]; 'zero' and softmax: a
-    0-d zero); R = T target rows, or the n given `rows` (int [n])."""
-    c = self.config
-    dt, gdt = c.compute_dtype, c.graph_dtype
-    cast = lambda a: a.astype(dt)
+    the thresholds θ of `thresholds`; R = T target rows, or the n given
+    `rows` (int [n])."""
+    cast = lambda a: a.astype(self.config.compute_dtype)
+    threshold = self.thresholds(queries, layers, rows)
     if rows is not None:
       queries = queries[:, rows]
     k = project_heads(cast(keys), cast(self.key_kernel[layers]), self.key_bias[layers])
     q = project_heads(cast(queries), cast(self.query_kernel[layers]), self.query_bias[layers])
-    threshold = jnp.zeros((), gdt)
-    if c.sparsity == "squared_relu":
-      if c.threshold == "query":
-        # θ = w·q + c with q = W_q x + b_q, folded: θ = (W_q w)·x + (b_q·w + c).
-        # One thin GEMM on the query features instead of a pass over q
-        # (which would need q in a second memory layout).
-        w = self.threshold_kernel[layers].astype(gdt)                      # [L', H]
-        w_fold = jnp.einsum("ldkh,lh->dlk", self.query_kernel[layers].astype(gdt), w)
-        b_fold = jnp.einsum("lkh,lh->lk", self.query_bias[layers].astype(gdt), w)
-        b_fold = b_fold + self.threshold_bias[layers].astype(gdt)[:, None]
-        threshold = jnp.einsum("btd,dlk->blkt", queries.astype(gdt), w_fold)
-        threshold = (threshold + b_fold[None, :, :, None])[..., None]
-      elif c.threshold == "scalar":
-        threshold = self.threshold_bias[layers].astype(gdt)[None, :, None, None, None]
     return q, k, threshold
+
+  def head_projections(self, layer: int):
+    """Layer `layer`'s projections: key and query kernels [d, K, H] in the
+    compute dtype and biases [K, H] as stored (`head_inputs` applies them
+    to every head at once, `models.fused_features` one head at a time)."""
+    cast = lambda a: a.astype(self.config.compute_dtype)
+    return (cast(self.key_kernel[layer]), self.key_bias[layer],
+            cast(self.query_kernel[layer]), self.query_bias[layer])
+
+  def thresholds(self, queries, layers, rows=None):
+    """The thresholds θ of `layers` (a slice) from the query features
+    [batch, T, d], in the graph dtype, broadcastable to [batch, L', K, R, 1]
+    ('query': that shape; 'scalar': [1, L', 1, 1, 1]; 'zero' and softmax: a
+    0-d zero); R = T, or the n given `rows` (int [n])."""
+    c = self.config
+    gdt = c.graph_dtype
+    if rows is not None:
+      queries = queries[:, rows]
+    folded = self.folded_threshold(layers)
+    if folded is not None:
+      w_fold, b_fold = folded
+      threshold = jnp.einsum("btd,dlk->blkt", queries.astype(gdt), w_fold)
+      return (threshold + b_fold[None, :, :, None])[..., None]
+    if c.sparsity == "squared_relu" and c.threshold == "scalar":
+      return self.threshold_bias[layers].astype(gdt)[None, :, None, None, None]
+    return jnp.zeros((), gdt)
+
+  def folded_threshold(self, layers):
+    """The 'query' threshold θ = w·q + c with q = W_q x + b_q, folded into
+    θ = (W_q w)·x + (b_q·w + c): one thin GEMM on the query features x
+    instead of a pass over q (which would need q in a second memory
+    layout). Returns (W_q w [d, L', K], b_q·w + c [L', K]) of `layers` (a
+    slice) in the graph dtype, or None for the other thresholds."""
+    c = self.config
+    if not (c.sparsity == "squared_relu" and c.threshold == "query"):
+      return None
+    gdt = c.graph_dtype
+    w = self.threshold_kernel[layers].astype(gdt)                        # [L', H]
+    w_fold = jnp.einsum("ldkh,lh->dlk", self.query_kernel[layers].astype(gdt), w)
+    b_fold = jnp.einsum("lkh,lh->lk", self.query_bias[layers].astype(gdt), w)
+    return w_fold, b_fold + self.threshold_bias[layers].astype(gdt)[:, None]
 
   def _graphs(self, keys, queries, layers, mask, rows=None):
     """keys, queries: [batch, T, d] -> graphs [batch, L', K, R, T] for `layers`

@@ -105,7 +105,7 @@ def _local_mix(plan, q, k, theta, values, rows, mask):
   b, heads, r, _ = q.shape
   t, d = values.shape[1], values.shape[2]
   rp, tp = round_up(r, plan.block_rows), round_up(t, plan.block_sources)
-  src_ok = jnp.ones((b, t), jnp.int32) if mask is None else mask.astype(jnp.int32)
+  src_ok = jnp.ones((b, t), jnp.int32) if mask is None else jnp.asarray(mask, jnp.int32)
   rows = jnp.arange(r, dtype=jnp.int32) if rows is None else rows
   row_ok = src_ok[:, rows]
   pad = lambda x, n, axis: jnp.pad(x, [(0, n - x.shape[axis]) if a == axis else (0, 0)
