@@ -19,7 +19,7 @@ from glomo_jax.ops.pallas import (KernelMode, lowering_for, pallas_call, tpu_com
 from glomo_jax.ops.pallas.graph_mix_tiles import Plan as GraphPlan, tile_count
 from glomo_jax.ops.pallas.tied_softmax import fused_tied_softmax_cross_entropy
 from glomo_jax.pretraining import GLoMoObjective
-from glomo_jax.tpu import DEFAULT, GENERATIONS, KERNEL_BLOCKS, MiB
+from glomo_jax.tpu import DEFAULT, GENERATIONS, KERNEL_BLOCKS, GiB, MiB
 from glomo_jax.train import create_state, make_optimizer, train_step
 
 # the paper-like tiny model of tests/test_fused_step.py
@@ -220,6 +220,21 @@ def test_the_advice_names_the_kernels_only_where_the_task_has_a_choice():
   assert pretraining.endswith(", split the parameters and optimiser state over more devices "
                               "(--config.loop.mesh_fsdp=N) or change the kernels "
                               "(--config.model.kernels=reference|fused)")
+
+
+def test_both_of_the_compilers_hbm_refusals_are_read():
+  # the heap simulator's words (the fused step on a v5e-256 at 73,728 rows,
+  # abridged) as well as the temporaries' check's (above)
+  from glomo_jax.train.memory import does_not_fit  # noqa: PLC0415
+  text = ("RESOURCE_EXHAUSTED: E1000: CompileTimeHbmOom: XLA:TPU compile permanent error. Ran "
+          "out of memory in memory space hbm. Used 15.84G of 15.75G hbm. Exceeded hbm capacity "
+          "by 94.57M. Total hbm usage >= 16.09G: reserved 258.12M program 15.76G arguments "
+          "84.46M")
+  error = does_not_fit("train step", "TPU v5 lite (v5e-256, 256 devices)", RuntimeError(text))
+  assert str(error).startswith("the train step does not fit on TPU v5 lite (v5e-256, 256 "
+                               "devices): it needs 15.84 GiB of HBM per device, 15.75 GiB are "
+                               "available; lower the batch"), str(error)
+  assert (error.memory, error.needed) == ("HBM", int(15.84 * GiB))
 
 
 def test_a_kernel_short_of_the_whole_vmem_is_named_in_one_line():

@@ -4,8 +4,8 @@ error of a program that does not fit.
 XLA reports per device (`Compiled.memory_analysis()`): the arguments (the
 state and the batch), the outputs, the bytes of outputs that reuse a donated
 argument's buffer (`alias`: the loop donates the train step's state), the
-temporaries (`temp`), the generated code, and the compiler's peak (`peak`:
-the arguments and temporaries live at once, by its own liveness count).
+temporaries (`temp`), the generated code, and the compiler's peak (`peak`,
+arguments included; on a small program it can exceed arguments + temp).
 What a program needs of a device (`needed`) is
 
     peak + outputs − alias + code
@@ -15,15 +15,16 @@ packs a program under pressure, its one temporary buffer (the buffer
 assignment's) is within a GiB above `peak − arguments` while `temp` stands
 up to 9 GiB higher, even above the HBM of programs the compiler accepts (a
 fused v5p-8 step at 8,064 rows: buffer 90.59 GiB, peak 90.55, temp
-99.52, accepted against 95.74 GiB); far below the HBM the heap is laid out
-loosely and `temp` is its size. `total` (arguments + outputs − alias +
+99.52, accepted against 95.74 GiB); far below the HBM `temp` is 9 to 47 %
+above the buffer (the paper step at 32 rows, docs/tpu.md). `total` (arguments + outputs − alias +
 temp + code) is kept for comparison. A program fits when the compiler
 accepts it (its own exact count against the HBM it sees: a refusal is
 `ProgramDoesNotFitError`) and `needed` is within the chip's HBM.
 
 The TPU compiler refuses a program that exceeds the chip's HBM
 ("RESOURCE_EXHAUSTED: Ran out of memory on HBM … (25.81G) exceeds
-available HBM (15.75G)"), whether it runs on a TPU or is compiled for one
+available HBM (15.75G)", or "… Ran out of memory in memory space hbm.
+Used 15.84G of 15.75G hbm"), whether it runs on a TPU or is compiled for one
 elsewhere (`glomo_jax.train.tpu_slices`); `ProgramDoesNotFitError` carries
 that refusal as one line naming the program, the device, the bytes and the
 settings that change them.
@@ -38,6 +39,10 @@ from glomo_jax.tpu import GiB
 _UNITS = {"K": 2 ** 10, "M": 2 ** 20, "G": 2 ** 30, "T": 2 ** 40}
 # libtpu's words for a program over the HBM: "... (25.81G) exceeds available HBM (15.75G)"
 _HBM = re.compile(r"\(([\d.]+)([KMGT])\)\s*exceeds available HBM\s*\(([\d.]+)([KMGT])\)")
+# or, from the heap's layout: "CompileTimeHbmOom: ... Ran out of memory in memory space hbm.
+# Used 15.84G of 15.75G hbm. Exceeded hbm capacity by 94.57M."
+_HBM_USED = re.compile(r"Ran out of memory in memory space hbm\. Used ([\d.]+)([KMGT]) of "
+                       r"([\d.]+)([KMGT]) hbm")
 # and of a Pallas kernel over its VMEM limit: "... allocating on stack for
 # %jvp_tied_softmax_rows_tpu_.1 = ... Scoped allocation with size 54.50M and limit 16.00M"
 _VMEM = re.compile(r"Scoped allocation with size ([\d.]+)([KMGT]) and limit ([\d.]+)([KMGT])")
@@ -140,7 +145,7 @@ def does_not_fit(name: str, device: str, error: BaseException,
   `error` (`is_out_of_memory`); the flags as `advice`'s."""
   text = " ".join(str(error).split())
   change = advice(batch_flag, kernels_flag)
-  hbm = _HBM.search(text)
+  hbm = _HBM.search(text) or _HBM_USED.search(text)
   if hbm:
     needed, available = _bytes(*hbm.group(1, 2)), _bytes(*hbm.group(3, 4))
     return ProgramDoesNotFitError(
