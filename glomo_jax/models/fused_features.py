@@ -81,9 +81,8 @@ def _layer_mix(layer: int, top: bool):
 
     def head(_, xs):
       h, wk_h, bk_h, wq_h, bq_h, theta_h, fold_h = xs
-      x_q = queries.astype(c.compute_dtype)
-      k = dense(keys.astype(c.compute_dtype), wk_h, bk_h)[:, None]    # [b, 1, T, H]
-      q = dense(x_q, wq_h, bq_h)[:, None]                              # [b, 1, R, H]
+      k = dense(keys.astype(c.compute_dtype), wk_h, bk_h)[:, None]      # [b, 1, T, H]
+      q = dense(queries.astype(c.compute_dtype), wq_h, bq_h)[:, None]   # [b, 1, R, H]
       if fold_h.shape[0]:
         theta_h = jnp.einsum("brd,d->br", queries.astype(fold_h.dtype), fold_h) + theta_h
       theta_h = jnp.broadcast_to(theta_h, (b, r))[:, None]             # [b, 1, R]

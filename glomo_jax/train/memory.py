@@ -16,10 +16,11 @@ assignment's) is within a GiB above `peak − arguments` while `temp` stands
 up to 9 GiB higher, even above the HBM of programs the compiler accepts (a
 fused v5p-8 step at 8,064 rows: buffer 90.59 GiB, peak 90.55, temp
 99.52, accepted against 95.74 GiB); far below the HBM `temp` is 9 to 46 %
-above the buffer (the paper step at 32 rows, docs/tpu.md). `total` (arguments + outputs − alias +
-temp + code) is kept for comparison. A program fits when the compiler
-accepts it (its own exact count against the HBM it sees: a refusal is
-`ProgramDoesNotFitError`) and `needed` is within the chip's HBM.
+above the buffer (the paper step at 32 rows, docs/tpu.md). `total`
+(arguments + outputs − alias + temp + code) is kept for comparison. A
+program fits when the compiler accepts it (its own exact count against the
+HBM it sees: a refusal is `ProgramDoesNotFitError`) and `needed` is within
+the chip's HBM.
 
 The TPU compiler refuses a program that exceeds the chip's HBM
 ("RESOURCE_EXHAUSTED: Ran out of memory on HBM … (25.81G) exceeds
