@@ -12,13 +12,14 @@ from π(b_t = 1) = p_t = σ(ℓ_t)):
                  + λ_H Σ_i w_i Σ_t [p_t log p_t + (1 − p_t) log(1 − p_t)] / Σ_i w_i T_i
 
 R and B are constants of the gradient (stop_gradient), so the second term's
-gradient is REINFORCE's −E[(R − B) ∇ log π(b)]: the gate's own weights
-learn from the reward only, the lower LSTM and the question encoding, which
-the gate reads, from the reward and the log-likelihood, and the rest of the
-network (whose gates are discrete) from the log-likelihood only. The sparsity cost G = ReLU(Σ_t b_t − γT) lies in the
-reward because it depends on the sampled gates alone (no gradient reaches
-it otherwise). The last term is the negative entropy per real token
-(weight λ_H), whose minimisation keeps the gate exploring.
+gradient is REINFORCE's −E[(R − B) ∇ log π(b)]: the gate's own weights learn
+from the reward (and the entropy term) only, the lower LSTM and the question
+encoding, which the gate reads, from the reward and the log-likelihood, and
+the rest of the network (whose gates are discrete) from the log-likelihood
+only. The sparsity cost G = ReLU(Σ_t b_t − γT) lies in the reward because it
+depends on the sampled gates alone (no gradient reaches it otherwise). The
+last term is the negative entropy per real token (weight λ_H), whose
+minimisation keeps the gate exploring.
 """
 from __future__ import annotations
 
