@@ -70,7 +70,7 @@ def _layer_mix(layer: int, top: bool):
     if folded is None:
       theta = jnp.broadcast_to(graph.thresholds(queries, slice(layer, layer + 1)),
                                (1, 1, heads, 1, 1))[0, 0, :, 0, 0]           # [K]
-      per_head_theta = (theta, jnp.zeros((heads, 0), theta.dtype))
+      per_head_theta = (theta, None)                                    # no folded weights
     else:
       per_head_theta = (folded[1][0], jnp.moveaxis(folded[0][:, 0], 1, 0))   # [K], [K, d]
     # the features enter the loop in float32 or wider, so that the K heads'
@@ -83,7 +83,7 @@ def _layer_mix(layer: int, top: bool):
       h, wk_h, bk_h, wq_h, bq_h, theta_h, fold_h = xs
       k = dense(keys.astype(c.compute_dtype), wk_h, bk_h)[:, None]      # [b, 1, T, H]
       q = dense(queries.astype(c.compute_dtype), wq_h, bq_h)[:, None]   # [b, 1, R, H]
-      if fold_h.shape[0]:
+      if fold_h is not None:
         theta_h = jnp.einsum("brd,d->br", queries.astype(fold_h.dtype), fold_h) + theta_h
       theta_h = jnp.broadcast_to(theta_h, (b, r))[:, None]             # [b, 1, R]
       v = lax.dynamic_index_in_dim(values, h, axis=2, keepdims=False)  # [b, T, C]
