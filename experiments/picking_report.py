@@ -19,13 +19,28 @@ PUBLISHED = {"lstm1": {100: 99.4, 200: 97.0, 400: 92.9, "n400": 55.9, "n800": 39
                 "n1600": 93.3, "n10000": 66.8}}
 
 def model_arguments(model: str) -> list[str]:
-  """The config overrides of a model row."""
-  if model in ("lstm1", "lstm2", "fhe"):
-    return [f"--config.model.kind={model}"]
-  if model.startswith("fhe_g"):
-    gamma = float(model[len("fhe_g"):])
-    return ["--config.model.kind=fhe", f"--config.gate.gamma={gamma}"]
-  raise ValueError(f"unknown model {model!r}: lstm1, lstm2, fhe or fhe_g<gamma>")
+  """The config overrides of a model row: <kind>[_<option>...], kind lstm1,
+  lstm2 or fhe; options g<γ> (the sparsity target, fhe), prefix or kth (an
+  oracle gate in training and at test, fhe) and pos (`model.positions`)."""
+  kind, *options = model.split("_")
+  if kind not in ("lstm1", "lstm2", "fhe"):
+    raise ValueError(f"unknown model {model!r}: lstm1, lstm2 or fhe, then options "
+                     "_g<gamma>, _prefix, _kth, _pos")
+  out = [f"--config.model.kind={kind}"]
+  for option in options:
+    if option == "pos":
+      out.append("--config.model.positions=true")
+    elif kind == "fhe" and option in ("prefix", "kth"):
+      out += [f"--config.model.train_gate={option}", f"--config.model.test_gate={option}"]
+    elif kind == "fhe" and option.startswith("g"):
+      try:
+        out.append(f"--config.gate.gamma={float(option[1:])}")
+      except ValueError:
+        raise ValueError(f"model {model!r}: g<gamma> needs a number") from None
+    else:
+      raise ValueError(f"model {model!r}: unknown option {option!r} for {kind} (fhe: "
+                       "g<gamma>, prefix, kth, pos; lstm1, lstm2: pos)")
+  return out
 
 
 def run_arguments(model: str, n: int) -> list[str]:

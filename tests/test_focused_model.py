@@ -158,3 +158,32 @@ def test_threshold_gate_and_baselines_on_the_same_code():
     assert encoded[kind].gate_logits is None
   with pytest.raises(ValueError, match="sampled gates need an rng"):
     FocusedEncoder(4).init(jax.random.key(0), x, mask, q, decide="sample")
+
+
+def test_oracle_gates_open_where_the_answer_lies():
+  """'prefix' opens t ≤ k, 'kth' t = k (never at padding); the upper LSTM
+  then reads those lower states alone, as by hand; no gate is computed."""
+  rng = np.random.default_rng(6)
+  digits = rng.integers(0, 10, size=(3, 8))
+  lengths, k = np.array([8, 6, 5]), np.array([3, 6, 1])
+  model = PickingReader("fhe", hidden=6, digit_dim=4, gate_hidden=3, attention_hidden=3,
+                        position_scale=10.0)
+  variables = model.init(jax.random.key(1), digits, lengths, k)
+  t = np.arange(1, 9)[None]
+  real = t <= lengths[:, None]
+  for decide, want in (("prefix", (t <= k[:, None]) & real), ("kth", t == k[:, None])):
+    out, inner = model.apply(variables, digits, lengths, k, decide=decide,
+                             capture_intermediates=True)
+    np.testing.assert_array_equal(out.readable, want)
+    assert out.gate_logits is None
+    lower = np.asarray(inner["intermediates"]["encoder"]["lower"]["__call__"][0])
+    upper = numpy_lstm(variables["params"]["encoder"]["upper"], lower, want)
+    states = inner["intermediates"]["encoder"]["upper"]["__call__"][0]
+    np.testing.assert_allclose(states, upper, rtol=1e-5, atol=1e-6)
+    # attention reads the open states only
+    assert not np.asarray(out.attention)[~want].any()
+  with pytest.raises(ValueError, match="unknown gate decision 'suffix'"):
+    model.apply(variables, digits, lengths, k, decide="suffix")
+  x, q = np.zeros((1, 3, 2), np.float32), np.zeros((1, 4), np.float32)
+  with pytest.raises(ValueError, match="given gates go with decide='given'"):
+    FocusedEncoder(4).init(jax.random.key(0), x, np.ones((1, 3)), q, decide="given")

@@ -16,6 +16,7 @@ from glomo_jax.downstream.options import OptimOptions
 from glomo_jax.errors import InputError
 from glomo_jax.focused import FocusedOptions, PickingConfig, read_picking, run_picking
 from glomo_jax.focused.picking import generate, generate_malicious, picking_target
+from glomo_jax.focused.task import PickingTask, load_picking
 from glomo_jax.train.config import DOWNSTREAM_LOOP
 
 ONE = jax.devices()[:1]
@@ -165,11 +166,44 @@ def test_a_resumed_run_equals_a_straight_one(straight, tmp_path):
                      restore(str(tmp_path / "resumed" / "checkpoints" / "4" / "state")))
 
 
+def test_an_oracle_gate_trains_and_tests_open_where_it_says(tmp_path):
+  """train_gate / test_gate 'prefix': the loss is the answer's alone (no
+  reward logged) and every set's openness is its Σ k / Σ n."""
+  config = config_for(tmp_path, model=FocusedOptions(
+      hidden=8, digit_dim=4, gate_hidden=4, attention_hidden=4, position_scale=10.0,
+      train_gate="prefix", test_gate="prefix"), test_file=None, test_k="trained")
+  results = run_picking(config, str(tmp_path / "prefix"), devices=ONE)
+  splits = load_picking(config)
+  for name in ("test", "n24", "malicious"):
+    data = splits[name]
+    assert results["scores"][name]["openness"] == pytest.approx(
+        np.sum(data.k) / np.sum(data.lengths)), name
+  # the gate's weights learn from REINFORCE alone: none with an oracle, some with samples
+  for train_gate, moves in (("prefix", False), ("sample", True)):
+    task = PickingTask(config.replace(model=dataclasses.replace(config.model,
+                                                                train_gate=train_gate)), splits)
+    variables = dict(task.init_variables(jax.random.key(0)), batch_stats={})
+    batch = dict(task._batch("train", range(8), 8), step=np.full(8, 600, np.int32))
+
+    def loss(params, task=task, variables=variables, batch=batch):
+      value, metrics, _ = task.loss(dict(variables, params=params), batch,
+                                    {"gate": jax.random.key(1)})
+      return value, metrics
+    grads, metrics = jax.grad(loss, has_aux=True)(variables["params"])
+    gate = np.concatenate([np.ravel(g) for g in
+                           jax.tree_util.tree_leaves(grads["encoder"]["gate"])])
+    assert np.any(gate != 0) == moves and ("reward" in metrics) == moves, train_gate
+
+
 def test_config_mistakes_are_named(tmp_path):
   for changes, fragment in [({"model": FocusedOptions(kind="lstm3")}, "unknown model.kind"),
                             ({"test_lengths": (8,)}, "must be >= the largest k"),
                             ({"min_k": 13}, "min_k = 13"), ({"test_k": "all"}, "unknown test_k"),
-                            ({"variant": "glomo"}, "unknown variant")]:
+                            ({"variant": "glomo"}, "unknown variant"),
+                            ({"model": FocusedOptions(train_gate="threshold")},
+                             "unknown model.train_gate"),
+                            ({"model": FocusedOptions(kind="lstm2", test_gate="prefix")},
+                             "an oracle gate needs model.kind 'fhe'")]:
     with pytest.raises(ValueError, match=fragment):
       config_for(tmp_path, **changes)
 
@@ -186,8 +220,14 @@ def test_the_grid_table_and_figures(straight, tmp_path):
   assert picking_report.run_arguments("fhe_g0.05", 200) == [
       "--config.model.kind=fhe", "--config.gate.gamma=0.05", "--config.min_length=200",
       "--config.max_length=200", "--config.test_lengths=(400, 800, 1600, 10000)"]
-  with pytest.raises(ValueError, match="unknown model"):
-    picking_report.model_arguments("lstm3")
+  assert picking_report.model_arguments("fhe_kth_pos") == [
+      "--config.model.kind=fhe", "--config.model.train_gate=kth", "--config.model.test_gate=kth",
+      "--config.model.positions=true"]
+  assert picking_report.model_arguments("lstm1_pos")[1:] == ["--config.model.positions=true"]
+  for bad, fragment in (("lstm3", "unknown model"), ("lstm1_prefix", "unknown option"),
+                        ("fhe_gx", "needs a number")):
+    with pytest.raises(ValueError, match=fragment):
+      picking_report.model_arguments(bad)
   text = picking_report.picking_table(str(tmp_path), ["fhe", "lstm1"], [12, 200], "C.py", [])
   assert "| fhe | 12 | 0 |" in text and "lstm1" not in text.split("\n\n")[0]
   for png in picking_report.draw_figures(str(tmp_path / "fhe_n12_s0"), str(tmp_path)):

@@ -12,7 +12,7 @@ import jax.numpy as jnp
 from glomo_jax.config import from_dict
 from glomo_jax.downstream.config import DownstreamConfig
 from glomo_jax.downstream.options import DOWNSTREAM_MOVED_FIELDS, OptimOptions
-from glomo_jax.focused.model import DECISIONS, KINDS
+from glomo_jax.focused.model import DECISIONS, KINDS, ORACLES
 from glomo_jax.focused.objective import focused_loss
 from glomo_jax.train.config import DOWNSTREAM_LOOP, LoopOptions
 
@@ -30,9 +30,13 @@ class FocusedOptions:
     position_scale: s in the question k / s (and the position feature t / s).
     positions: give each digit its position t / s as a feature (a departure:
       the slides' readers see the tokens alone, so the lower LSTM counts).
-    test_gate: the gate at evaluation: 'sample' (b_t ~ Bernoulli(p_t), as in
-      training; keyed by the seed and the batch's first example) or
-      'threshold' (b_t = 1[p_t >= 1/2]).
+    train_gate: the gate in training: 'sample' (b_t ~ Bernoulli(p_t), the
+      gate learning by REINFORCE) or an oracle ('prefix': b_t = 1[t <= k];
+      'kth': b_t = 1[t = k]; 'fhe' only): a control whose gate is right and
+      not learnt (the loss is the answer's alone).
+    test_gate: the gate at evaluation: 'sample' (as in training; keyed by
+      the seed and the batch's first example), 'threshold' (b_t = 1[p_t >=
+      1/2]) or an oracle.
   """
   kind: str = "fhe"
   hidden: int = 64
@@ -41,13 +45,20 @@ class FocusedOptions:
   attention_hidden: int = 32
   position_scale: float = 100.0
   positions: bool = False
+  train_gate: str = "sample"
   test_gate: str = "sample"
 
   def check(self) -> None:
     if self.kind not in KINDS:
       raise ValueError(f"unknown model.kind {self.kind!r}: one of {list(KINDS)}")
-    if self.test_gate not in DECISIONS:
-      raise ValueError(f"unknown model.test_gate {self.test_gate!r}: one of {list(DECISIONS)}")
+    if self.train_gate not in ("sample",) + ORACLES:
+      raise ValueError(f"unknown model.train_gate {self.train_gate!r}: one of "
+                       f"{['sample', *ORACLES]}")
+    if self.test_gate not in DECISIONS + ORACLES:
+      raise ValueError(f"unknown model.test_gate {self.test_gate!r}: one of "
+                       f"{list(DECISIONS + ORACLES)}")
+    if self.kind != "fhe" and ORACLES.count(self.train_gate) + ORACLES.count(self.test_gate):
+      raise ValueError(f"an oracle gate needs model.kind 'fhe', got {self.kind!r}")
     if min(self.hidden, self.digit_dim, self.gate_hidden, self.attention_hidden) < 1:
       raise ValueError("the model's widths must be >= 1")
     if not self.position_scale > 0:

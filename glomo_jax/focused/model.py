@@ -27,7 +27,10 @@ any k has an encoding, and the lower LSTM reads the digits, not k. Then
 attention conditioned on the question over the readable states,
 e_t = vᵀ tanh(W_a h_t + U_a q + b_a), α = softmax over readable t,
 c = Σ_t α_t h_t, and the answer p(A | Q, P) = softmax(W_o LReLU(W_c [c; q]
-+ b_c) + b_o) over the 10 digits.
++ b_c) + b_o) over the 10 digits. Its oracle gates (`ORACLES`, the
+controls whose gate is known to be right): 'prefix' opens every digit the
+answer counts, b_t = 1[t ≤ k]; 'kth' only the k-th, b_t = 1[t = k], where
+the lower LSTM's count is whole.
 """
 from __future__ import annotations
 
@@ -41,6 +44,9 @@ from glomo_jax.text.layers import lstm_update, masked_softmax
 
 KINDS = ("fhe", "lstm1", "lstm2")
 DECISIONS = ("sample", "threshold")
+# the picking task's oracle gates, known to be right: b_t = 1[t <= k] ('prefix':
+# every digit the answer counts) or b_t = 1[t = k] ('kth': where the count is whole)
+ORACLES = ("prefix", "kth")
 NUM_DIGITS = 10
 
 
@@ -133,20 +139,27 @@ class FocusedEncoder(nn.Module):
 
   @nn.compact
   def __call__(self, x: jax.Array, mask: jax.Array, q: jax.Array, *,
-               decide: str = "threshold", rng: jax.Array | None = None) -> Encoded:
+               decide: str = "threshold", rng: jax.Array | None = None,
+               given: jax.Array | None = None) -> Encoded:
     """x: [B, T, D] token features; mask: [B, T]; q: [B, Dq] the question
-    vector; decide: how b_t is drawn, 'sample' (needs `rng`) or 'threshold'."""
+    vector; decide: how b_t is drawn, 'sample' (needs `rng`), 'threshold',
+    or 'given' (b_t = `given` [B, T], 0/1: a gate from outside, e.g. an
+    oracle; the gate is not computed and gate_logits is None)."""
     if self.kind not in KINDS:
       raise ValueError(f"unknown encoder kind {self.kind!r}: one of {list(KINDS)}")
-    if decide not in DECISIONS:
-      raise ValueError(f"unknown gate decision {decide!r}: one of {list(DECISIONS)}")
+    if decide not in DECISIONS + ("given",):
+      raise ValueError(f"unknown gate decision {decide!r}: one of {list(DECISIONS)} or 'given'")
+    if (decide == "given") != (given is not None):
+      raise ValueError("given gates go with decide='given' and only with it")
     real = mask.astype(bool)
     lower = GatedLSTM(self.features, name="lower")(x, real)
     if self.kind == "lstm1":
       return Encoded(lower, real.astype(lower.dtype), None, lower)
     logits = None
     opened = real
-    if self.kind == "fhe":
+    if self.kind == "fhe" and decide == "given":
+      opened = given.astype(bool) & real
+    elif self.kind == "fhe":
       if q.shape[-1] != self.features:
         q = nn.Dense(self.features, name="question")(q)
       logits = BoundaryGate(self.gate_hidden, name="gate")(lower, q)
@@ -215,10 +228,18 @@ class PickingReader(nn.Module):
   def __call__(self, digits: jax.Array, length: jax.Array, k: jax.Array, *,
                decide: str = "threshold", rng: jax.Array | None = None) -> Answer:
     """digits: int [B, T] (anything at padding); length: int [B] real
-    digits; k: int [B], the question; decide, rng: the gate's
-    (`FocusedEncoder`)."""
+    digits; k: int [B], the question; decide: 'sample' (needs `rng`) or
+    'threshold' (`FocusedEncoder`), or an oracle gate of `ORACLES` ('fhe'):
+    'prefix' b_t = 1[t ≤ k], 'kth' b_t = 1[t = k]."""
+    if decide not in DECISIONS + ORACLES:
+      raise ValueError(f"unknown gate decision {decide!r}: one of {list(DECISIONS + ORACLES)}")
     t = jnp.arange(1, digits.shape[1] + 1, dtype=jnp.float32)
     mask = t[None] <= length[:, None]
+    given = None
+    if decide in ORACLES:
+      kf = k.astype(jnp.float32)[:, None]
+      given = (t[None] <= kf) if decide == "prefix" else (t[None] == kf)
+      decide = "given"
     scale = jnp.float32(self.position_scale)
     x = nn.Embed(NUM_DIGITS, self.digit_dim, name="digits")(jnp.clip(digits, 0, 9))
     if self.positions:
@@ -226,7 +247,7 @@ class PickingReader(nn.Module):
       x = jnp.concatenate([x, where.astype(x.dtype)], axis=-1)
     q = nn.Dense(self.hidden, name="question")((k.astype(jnp.float32) / scale)[:, None])
     encoded = FocusedEncoder(self.hidden, self.kind, self.gate_hidden, name="encoder")(
-        x, mask, q, decide=decide, rng=rng)
+        x, mask, q, decide=decide, rng=rng, given=given)
     context, alpha = QuestionAttention(self.attention_hidden, name="attention")(
         encoded.states, encoded.readable, q)
     hidden = nn.leaky_relu(nn.Dense(self.hidden, name="answer_hidden")(

@@ -13,7 +13,8 @@ digits the gate opened; 1 for the baselines).
 Training: `GateObjective.loss` (`focused_loss`: the answer's
 log-likelihood; REINFORCE with the leave-one-out baseline, the sparsity
 cost in the reward, the entropy term) with gates sampled from the 'gate'
-rng stream; the sparsity weight grows linearly from 0 to β over the first
+rng stream (or the answer's log-likelihood alone with an oracle gate,
+`model.train_gate` 'prefix' or 'kth'); the sparsity weight grows linearly from 0 to β over the first
 `gate.beta_warmup` steps (each batch carries its step, `NumberedBatches`),
 so the network learns to read before the gate is asked to close. At the
 end <workdir>/profile.json holds, for the best variables, the data of the
@@ -117,7 +118,8 @@ class PickingTask(DownstreamTask):
                             decide=decide, rng=rng)
 
   def loss(self, variables, batch, rngs):
-    out = self._answer(variables, batch, "sample", rngs["gate"])
+    gate = self.config.model.train_gate
+    out = self._answer(variables, batch, gate, rngs["gate"] if gate == "sample" else None)
     log_likelihood = -optax.softmax_cross_entropy_with_integer_labels(
         out.logits.astype(jnp.float32), batch["target"])
     loss, metrics = self.config.gate.loss(log_likelihood, out.gate_logits, out.readable,
