@@ -187,3 +187,32 @@ def test_oracle_gates_open_where_the_answer_lies():
   x, q = np.zeros((1, 3, 2), np.float32), np.zeros((1, 4), np.float32)
   with pytest.raises(ValueError, match="given gates go with decide='given'"):
     FocusedEncoder(4).init(jax.random.key(0), x, np.ones((1, 3)), q, decide="given")
+
+
+def test_several_gate_samples_take_each_others_baseline():
+  """S = 3 samples of 2 examples (rows sample-major): B of a row is the mean
+  reward of its example's other two samples; L's gradient by hand."""
+  rng = np.random.default_rng(7)
+  s, b, t = 3, 2, 4
+  logits = rng.normal(size=(s * b, t))
+  gates = rng.integers(0, 2, size=(s * b, t)).astype(np.float64)
+  mask = np.tile(np.array([[1, 1, 1, 1], [1, 1, 0, 0]], bool), (s, 1))
+  ll = rng.normal(size=s * b) - 1
+  w = np.ones(s * b)
+  beta, gamma = 0.2, 0.25
+  with jax.enable_x64(True):
+    def loss(logits_):
+      return focused_loss(jnp.asarray(ll), logits_, jnp.asarray(gates), jnp.asarray(mask),
+                          jnp.asarray(w), beta=beta, gamma=gamma, entropy_weight=0.0,
+                          samples=s)[0]
+    value, d_logits = jax.value_and_grad(loss)(jnp.asarray(logits))
+  m, p = mask.astype(float), sigmoid(logits)
+  reward = ll - beta * np.maximum((gates * m).sum(1) - gamma * m.sum(1), 0)
+  example = np.arange(s * b) % b
+  baseline = np.array([np.mean([reward[j] for j in range(s * b)
+                                if example[j] == example[r] and j != r]) for r in range(s * b)])
+  advantage = reward - baseline
+  log_pi = ((gates * np.log(p) + (1 - gates) * np.log(1 - p)) * m).sum(1)
+  np.testing.assert_allclose(value, -ll.mean() - (advantage * log_pi).mean(), rtol=1e-12)
+  np.testing.assert_allclose(d_logits, -advantage[:, None] * (gates - p) * m / (s * b),
+                             rtol=1e-10, atol=1e-14)

@@ -14,7 +14,7 @@ import pytest
 from conftest import assert_trees_equal
 from glomo_jax.downstream.options import OptimOptions
 from glomo_jax.errors import InputError
-from glomo_jax.focused import FocusedOptions, PickingConfig, read_picking, run_picking
+from glomo_jax.focused import FocusedOptions, GateObjective, PickingConfig, read_picking, run_picking
 from glomo_jax.focused.picking import generate, generate_malicious, picking_target
 from glomo_jax.focused.task import PickingTask, load_picking
 from glomo_jax.train.config import DOWNSTREAM_LOOP
@@ -179,9 +179,11 @@ def test_an_oracle_gate_trains_and_tests_open_where_it_says(tmp_path):
     assert results["scores"][name]["openness"] == pytest.approx(
         np.sum(data.k) / np.sum(data.lengths)), name
   # the gate's weights learn from REINFORCE alone: none with an oracle, some with samples
-  for train_gate, moves in (("prefix", False), ("sample", True)):
-    task = PickingTask(config.replace(model=dataclasses.replace(config.model,
-                                                                train_gate=train_gate)), splits)
+  for train_gate, samples, moves in (("prefix", 1, False), ("sample", 1, True),
+                                     ("sample", 2, True)):
+    task = PickingTask(config.replace(
+        model=dataclasses.replace(config.model, train_gate=train_gate),
+        gate=dataclasses.replace(config.gate, samples=samples)), splits)
     variables = dict(task.init_variables(jax.random.key(0)), batch_stats={})
     batch = dict(task._batch("train", range(8), 8), step=np.full(8, 600, np.int32))
 
@@ -200,6 +202,7 @@ def test_config_mistakes_are_named(tmp_path):
                             ({"test_lengths": (8,)}, "must be >= the largest k"),
                             ({"min_k": 13}, "min_k = 13"), ({"test_k": "all"}, "unknown test_k"),
                             ({"variant": "glomo"}, "unknown variant"),
+                            ({"gate": GateObjective(samples=0)}, "gate.samples must be"),
                             ({"model": FocusedOptions(train_gate="threshold")},
                              "unknown model.train_gate"),
                             ({"model": FocusedOptions(kind="lstm2", test_gate="prefix")},

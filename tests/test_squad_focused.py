@@ -166,7 +166,9 @@ def test_the_option_in_the_presets_and_its_mistakes():
       (ReaderOptions(focused=FocusedPassageOptions(test_gate="max")),
        "unknown model.focused.test_gate 'max'"),
       (ReaderOptions(focused=FocusedPassageOptions(gate=GateObjective(gamma=2.0))),
-       "model.focused.gate: .* gamma in")):
+       "model.focused.gate: .* gamma in"),
+      (ReaderOptions(focused=FocusedPassageOptions(gate=GateObjective(samples=2))),
+       "model.focused.gate.samples: the SQuAD reader draws one")):
     with pytest.raises(ValueError, match=message):
       SquadConfig(model=options, files=SquadFiles(train="train.json")).check()
 

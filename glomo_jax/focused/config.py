@@ -70,17 +70,23 @@ class GateObjective:
   """The gate's training terms (`glomo_jax.focused.objective`): the sparsity
   cost β ReLU(Σ_t b_t − γT) in the reward (`beta` per token beyond the share
   `gamma`; β grows linearly from 0 over the first `beta_warmup` steps), the
-  negative entropy's weight `entropy_weight`."""
+  negative entropy's weight `entropy_weight`; `samples` gate samples of
+  each example (1: REINFORCE's baseline is the batch's other examples' mean
+  reward; S ≥ 2: the example's other samples', at S times the step's cost:
+  the network's loss is the mean over the samples)."""
   beta: float = 0.01
   gamma: float = 0.1
   beta_warmup: int = 500
   entropy_weight: float = 0.01
+  samples: int = 1
 
   def check(self, where: str = "gate") -> None:
     if not (self.beta >= 0 and self.entropy_weight >= 0 and 0 <= self.gamma <= 1
             and self.beta_warmup >= 0):
       raise ValueError(f"{where}: beta, beta_warmup and entropy_weight must be >= 0 and gamma "
                        f"in [0, 1], got {self}")
+    if self.samples < 1:
+      raise ValueError(f"{where}.samples must be >= 1, got {self.samples}")
 
   def beta_at(self, step: jax.Array) -> jax.Array:
     """β at the 1-based training step `step`: β min(1, step / beta_warmup)
@@ -91,9 +97,11 @@ class GateObjective:
            mask: jax.Array, weights: jax.Array, step: jax.Array) -> tuple[jax.Array, dict]:
     """(L, metrics) of `focused_loss` with these terms at training step
     `step` (β warmed up: `beta_at`). log_likelihood, weights: [B]; logits
-    (None: no gate), gates, mask: [B, T]."""
+    (None: no gate), gates, mask: [B, T]; with `samples` S ≥ 2 the rows are
+    S copies of the examples, sample-major."""
     return focused_loss(log_likelihood, logits, gates, mask, weights, beta=self.beta_at(step),
-                        gamma=self.gamma, entropy_weight=self.entropy_weight)
+                        gamma=self.gamma, entropy_weight=self.entropy_weight,
+                        samples=self.samples if logits is not None else 1)
 
 
 @dataclasses.dataclass(frozen=True)

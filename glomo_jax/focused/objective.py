@@ -7,6 +7,10 @@ from π(b_t = 1) = p_t = σ(ℓ_t)):
   reward     R_i = log p(A_i | Q_i, P_i) − β ReLU(Σ_t b_it − γ T_i)
   baseline   B_i = Σ_{j≠i} w_j R_j / Σ_{j≠i} w_j   (the other examples' mean
              reward: stateless, so a resumed run is exact; 0 with no other)
+             or, with S ≥ 2 gate samples of each example (`samples`: the
+             batch's rows are S copies of its examples, sample-major), the
+             mean reward of the example's other S − 1 samples, which takes
+             the example's difficulty out of R − B
   loss       L = −Σ_i w_i log p(A_i | Q_i, P_i) / Σ_i w_i
                  − Σ_i w_i (R_i − B_i) log π(b_i) / Σ_i w_i
                  + λ_H Σ_i w_i Σ_t [p_t log p_t + (1 − p_t) log(1 − p_t)] / Σ_i w_i T_i
@@ -52,9 +56,15 @@ def sparsity_cost(gates: jax.Array, mask: jax.Array, gamma: float,
   return jax.nn.relu(opened - gamma * jnp.sum(m, axis=-1))
 
 
-def leave_one_out_baseline(rewards: jax.Array, weights: jax.Array) -> jax.Array:
+def leave_one_out_baseline(rewards: jax.Array, weights: jax.Array, samples: int = 1
+                           ) -> jax.Array:
   """B_i = the weighted mean of the other examples' rewards (0 where no
-  other example has weight): [B] -> [B]."""
+  other example has weight): [B] -> [B]. samples S ≥ 2: rows r = s B' + i
+  (B' = B / S) are S samples of example i, and B_r = the mean of the other
+  samples' rewards of the same example."""
+  if samples > 1:
+    per = rewards.reshape(samples, -1)
+    return ((jnp.sum(per, 0, keepdims=True) - per) / (samples - 1)).reshape(rewards.shape)
   total, count = jnp.sum(weights * rewards), jnp.sum(weights)
   others = count - weights
   return jnp.where(others > 0, (total - weights * rewards) / jnp.where(others > 0, others, 1.0),
@@ -63,7 +73,7 @@ def leave_one_out_baseline(rewards: jax.Array, weights: jax.Array) -> jax.Array:
 
 def focused_loss(log_likelihood: jax.Array, logits: jax.Array | None, gates: jax.Array,
                  mask: jax.Array, weights: jax.Array, *, beta: float, gamma: float,
-                 entropy_weight: float) -> tuple[jax.Array, dict]:
+                 entropy_weight: float, samples: int = 1) -> tuple[jax.Array, dict]:
   """(L, metrics) of the module docstring for a batch.
 
   Args:
@@ -73,6 +83,8 @@ def focused_loss(log_likelihood: jax.Array, logits: jax.Array | None, gates: jax
     gates: [B, T] the sampled b (0/1; the baselines: where they read).
     mask: [B, T] real tokens; weights: [B] (0 for padding rows).
     beta, gamma, entropy_weight: β, γ, λ_H.
+    samples: S, the gate samples of each example (rows sample-major; the
+      baseline of the module docstring).
 
   Returns:
     L and {'loss': mean −log p(A | Q, P), 'objective': L, 'openness': the
@@ -91,7 +103,7 @@ def focused_loss(log_likelihood: jax.Array, logits: jax.Array | None, gates: jax
     return nll, dict(metrics, objective=nll)
   cost = sparsity_cost(gates, mask, gamma, dtype)
   reward = jax.lax.stop_gradient(log_likelihood - beta * cost)
-  advantage = jax.lax.stop_gradient(reward - leave_one_out_baseline(reward, w))
+  advantage = jax.lax.stop_gradient(reward - leave_one_out_baseline(reward, w, samples))
   reinforce = -jnp.sum(w * advantage * gate_log_prob(logits, gates, mask)) / count
   negative_entropy = jnp.sum(w * gate_negative_entropy(logits, mask)) / tokens
   objective = nll + reinforce + entropy_weight * negative_entropy

@@ -13,8 +13,9 @@ digits the gate opened; 1 for the baselines).
 Training: `GateObjective.loss` (`focused_loss`: the answer's
 log-likelihood; REINFORCE with the leave-one-out baseline, the sparsity
 cost in the reward, the entropy term) with gates sampled from the 'gate'
-rng stream (or the answer's log-likelihood alone with an oracle gate,
-`model.train_gate` 'prefix' or 'kth'); the sparsity weight grows linearly from 0 to β over the first
+rng stream, `gate.samples` of each example (or the answer's
+log-likelihood alone with an oracle gate, `model.train_gate` 'prefix' or
+'kth'); the sparsity weight grows linearly from 0 to β over the first
 `gate.beta_warmup` steps (each batch carries its step, `NumberedBatches`),
 so the network learns to read before the gate is asked to close. At the
 end <workdir>/profile.json holds, for the best variables, the data of the
@@ -118,7 +119,10 @@ class PickingTask(DownstreamTask):
                             decide=decide, rng=rng)
 
   def loss(self, variables, batch, rngs):
-    gate = self.config.model.train_gate
+    gate, samples = self.config.model.train_gate, self.config.gate.samples
+    if gate == "sample" and samples > 1:      # S copies of the batch, sample-major
+      batch = {name: jnp.tile(value, (samples,) + (1,) * (value.ndim - 1))
+               for name, value in batch.items()}
     out = self._answer(variables, batch, gate, rngs["gate"] if gate == "sample" else None)
     log_likelihood = -optax.softmax_cross_entropy_with_integer_labels(
         out.logits.astype(jnp.float32), batch["target"])

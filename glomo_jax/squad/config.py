@@ -55,6 +55,9 @@ class FocusedPassageOptions:
     if self.gate_hidden < 1:
       raise ValueError(f"{where}.gate_hidden must be >= 1, got {self.gate_hidden}")
     self.gate.check(f"{where}.gate")
+    if self.gate.samples != 1:
+      raise ValueError(f"{where}.gate.samples: the SQuAD reader draws one gate sample per "
+                       f"question (1), got {self.gate.samples}")
 
 
 @dataclasses.dataclass(frozen=True)
