@@ -14,7 +14,8 @@ import pytest
 from conftest import assert_trees_equal
 from glomo_jax.downstream.options import OptimOptions
 from glomo_jax.errors import InputError
-from glomo_jax.focused import FocusedOptions, GateObjective, PickingConfig, read_picking, run_picking
+from glomo_jax.focused import (FocusedOptions, GateObjective, PickingConfig, read_picking,
+                               run_picking)
 from glomo_jax.focused.picking import generate, generate_malicious, picking_target
 from glomo_jax.focused.task import PickingTask, load_picking
 from glomo_jax.train.config import DOWNSTREAM_LOOP
@@ -226,9 +227,11 @@ def test_the_grid_table_and_figures(straight, tmp_path):
   assert picking_report.model_arguments("fhe_kth_pos") == [
       "--config.model.kind=fhe", "--config.model.train_gate=kth", "--config.model.test_gate=kth",
       "--config.model.positions=true"]
+  assert picking_report.model_arguments("fhe_samples2")[1:] == ["--config.gate.samples=2"]
   assert picking_report.model_arguments("lstm1_pos")[1:] == ["--config.model.positions=true"]
   for bad, fragment in (("lstm3", "unknown model"), ("lstm1_prefix", "unknown option"),
-                        ("fhe_gx", "needs a number")):
+                        ("fhe_gx", "needs a number"),
+                        ("lstm2_samples2", "unknown option")):
     with pytest.raises(ValueError, match=fragment):
       picking_report.model_arguments(bad)
   text = picking_report.picking_table(str(tmp_path), ["fhe", "lstm1"], [12, 200], "C.py", [])
