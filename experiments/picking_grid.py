@@ -15,8 +15,9 @@ the slides' numbers, and the slides' Figure 3 and one sequence's open gates.
 Models: lstm1, lstm2 or fhe, then options: _g<γ> (FHE with
 --config.gate.gamma=γ), _prefix or _kth (FHE with that oracle gate in
 training and at test), _samples<S> (FHE with --config.gate.samples=S),
-_pos (--config.model.positions=true); e.g. fhe_g0.05, fhe_prefix,
-fhe_samples2, lstm1_pos.
+_detach (FHE with --config.model.reinforce_encoder=false), _pos
+(--config.model.positions=true); e.g. fhe_g0.05, fhe_prefix, fhe_samples2,
+lstm1_pos.
 Each run is `python -m experiments.picking --config=CONFIG
 --config.model.kind=... --config.min_length=n --config.max_length=n
 --config.seed=S --workdir=ROOT/<model>_n<n>_s<S>` plus the arguments after
@@ -44,7 +45,7 @@ from experiments.picking_report import (TRAINED, draw_figures, model_arguments, 
 _ROOT = flags.DEFINE_string("root", None, "Directory of the runs (ROOT/MODEL_nN_sSEED).")
 _CONFIG = flags.DEFINE_string("config", "experiments/configs/picking.py", "Config file.")
 _MODELS = flags.DEFINE_list("models", ["lstm1", "lstm2", "fhe"], "lstm1, lstm2, fhe, with "
-                            "options _g<gamma>, _prefix, _kth, _samples<S>, _pos.")
+                            "options _g<gamma>, _prefix, _kth, _samples<S>, _detach, _pos.")
 _LENGTHS = flags.DEFINE_list("lengths", ["200"], "Training lengths n.")
 _SEEDS = flags.DEFINE_list("seeds", ["0", "1", "2", "3", "4"], "Seeds (config.seed).")
 _PARALLEL = flags.DEFINE_integer("parallel", 1, "Runs at once, one CPU core each.")

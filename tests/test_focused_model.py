@@ -216,3 +216,28 @@ def test_several_gate_samples_take_each_others_baseline():
   np.testing.assert_allclose(value, -ll.mean() - (advantage * log_pi).mean(), rtol=1e-12)
   np.testing.assert_allclose(d_logits, -advantage[:, None] * (gates - p) * m / (s * b),
                              rtol=1e-10, atol=1e-14)
+
+
+@pytest.mark.parametrize("reinforce_encoder", [True, False])
+def test_reinforce_reaches_the_encoder_only_when_asked(reinforce_encoder):
+  """The gradient of Σ log π(b) (REINFORCE's surrogate with R − B = 1):
+  the gate's weights always; the lower LSTM and the question's projection
+  only with reinforce_encoder; the upper LSTM never (the gates are discrete)."""
+  rng = np.random.default_rng(8)
+  digits, lengths, k = rng.integers(0, 10, size=(2, 6)), np.array([6, 4]), np.array([2, 4])
+  model = PickingReader("fhe", hidden=6, digit_dim=4, gate_hidden=3, attention_hidden=3,
+                        position_scale=10.0, reinforce_encoder=reinforce_encoder)
+  variables = model.init(jax.random.key(2), digits, lengths, k)
+
+  def surrogate(params):
+    out = model.apply({"params": params}, digits, lengths, k, decide="sample",
+                      rng=jax.random.key(3))
+    return jnp.sum(gate_log_prob(out.gate_logits, out.readable, out.mask))
+  grads = jax.grad(surrogate)(variables["params"])
+
+  def moved(tree):
+    return any(np.any(np.asarray(g) != 0) for g in jax.tree_util.tree_leaves(tree))
+  assert moved(grads["encoder"]["gate"])
+  assert moved(grads["encoder"]["lower"]) == reinforce_encoder
+  assert moved(grads["question"]) == reinforce_encoder
+  assert not moved(grads["encoder"]["upper"]) and not moved(grads["attention"])

@@ -227,7 +227,8 @@ def test_the_grid_table_and_figures(straight, tmp_path):
   assert picking_report.model_arguments("fhe_kth_pos") == [
       "--config.model.kind=fhe", "--config.model.train_gate=kth", "--config.model.test_gate=kth",
       "--config.model.positions=true"]
-  assert picking_report.model_arguments("fhe_samples2")[1:] == ["--config.gate.samples=2"]
+  assert picking_report.model_arguments("fhe_samples2_detach")[1:] == [
+      "--config.gate.samples=2", "--config.model.reinforce_encoder=false"]
   assert picking_report.model_arguments("lstm1_pos")[1:] == ["--config.model.positions=true"]
   for bad, fragment in (("lstm3", "unknown model"), ("lstm1_prefix", "unknown option"),
                         ("fhe_gx", "needs a number"),

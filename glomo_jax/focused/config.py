@@ -30,6 +30,9 @@ class FocusedOptions:
     position_scale: s in the question k / s (and the position feature t / s).
     positions: give each digit its position t / s as a feature (a departure:
       the slides' readers see the tokens alone, so the lower LSTM counts).
+    reinforce_encoder: whether REINFORCE's gradient reaches the lower LSTM
+      and the question encoding through the gate's inputs (True, the
+      slides' model) or only the gate's own weights (False: stop_gradient).
     train_gate: the gate in training: 'sample' (b_t ~ Bernoulli(p_t), the
       gate learning by REINFORCE) or an oracle ('prefix': b_t = 1[t <= k];
       'kth': b_t = 1[t = k]; 'fhe' only): a control whose gate is right and
@@ -45,6 +48,7 @@ class FocusedOptions:
   attention_hidden: int = 32
   position_scale: float = 100.0
   positions: bool = False
+  reinforce_encoder: bool = True
   train_gate: str = "sample"
   test_gate: str = "sample"
 

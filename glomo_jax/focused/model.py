@@ -132,10 +132,16 @@ class FocusedEncoder(nn.Module):
     features: H, both LSTMs' width.
     kind: 'fhe', 'lstm1' or 'lstm2'.
     gate_hidden: width of the gate's hidden layer (W_b).
+    reinforce_encoder: the gate reads h^l_t and q' as they are, so
+      REINFORCE's gradient reaches the lower LSTM and the question encoding
+      (True, the slides' model as written); False: through stop_gradient,
+      so they learn from the reader's loss alone and the gate's own weights
+      alone from the reward.
   """
   features: int
   kind: str = "fhe"
   gate_hidden: int = 32
+  reinforce_encoder: bool = True
 
   @nn.compact
   def __call__(self, x: jax.Array, mask: jax.Array, q: jax.Array, *,
@@ -162,7 +168,8 @@ class FocusedEncoder(nn.Module):
     elif self.kind == "fhe":
       if q.shape[-1] != self.features:
         q = nn.Dense(self.features, name="question")(q)
-      logits = BoundaryGate(self.gate_hidden, name="gate")(lower, q)
+      seen = (lower, q) if self.reinforce_encoder else jax.lax.stop_gradient((lower, q))
+      logits = BoundaryGate(self.gate_hidden, name="gate")(*seen)
       if decide == "sample":
         if rng is None:
           raise ValueError("sampled gates need an rng")
@@ -215,6 +222,7 @@ class PickingReader(nn.Module):
     position_scale: s, the scale of k (and of the positions).
     positions: append t / s to each digit's features (a departure from the
       seed, whose readers see tokens only: the lower LSTM must count).
+    reinforce_encoder: `FocusedEncoder`'s.
   """
   kind: str = "fhe"
   hidden: int = 64
@@ -223,6 +231,7 @@ class PickingReader(nn.Module):
   attention_hidden: int = 32
   position_scale: float = 100.0
   positions: bool = False
+  reinforce_encoder: bool = True
 
   @nn.compact
   def __call__(self, digits: jax.Array, length: jax.Array, k: jax.Array, *,
@@ -246,7 +255,8 @@ class PickingReader(nn.Module):
       where = jnp.broadcast_to((t / scale)[None, :, None], digits.shape + (1,))
       x = jnp.concatenate([x, where.astype(x.dtype)], axis=-1)
     q = nn.Dense(self.hidden, name="question")((k.astype(jnp.float32) / scale)[:, None])
-    encoded = FocusedEncoder(self.hidden, self.kind, self.gate_hidden, name="encoder")(
+    encoded = FocusedEncoder(self.hidden, self.kind, self.gate_hidden, self.reinforce_encoder,
+                             name="encoder")(
         x, mask, q, decide=decide, rng=rng, given=given)
     context, alpha = QuestionAttention(self.attention_hidden, name="attention")(
         encoded.states, encoded.readable, q)

@@ -99,7 +99,8 @@ class PickingTask(DownstreamTask):
     self.held_out = tuple(s for s in self.splits if s not in ("train", VALIDATION))
     m = config.model
     self.model = PickingReader(m.kind, m.hidden, m.digit_dim, m.gate_hidden,
-                               m.attention_hidden, m.position_scale, m.positions)
+                               m.attention_hidden, m.position_scale, m.positions,
+                               m.reinforce_encoder)
     super().__init__(config, self.splits["train"],
                      lambda idx: self._batch("train", idx, config.optim.batch_size),
                      eval_batch_size=100)
