@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import os
+import statistics
 
 from experiments.grid import finished_results, mean_std
 
@@ -60,9 +61,35 @@ def _percent(results: list[dict], split: str, key: str = "accuracy") -> str:
   return mean_std([100 * r["scores"][split][key] for r in results if split in r["scores"]])
 
 
+def prefix_focus(profile: list[dict]) -> float | None:
+  """How much a gate opens on the digits the answer counts: its mean
+  openness at t ≤ k over its mean openness at every position, averaged over
+  a profile's (profile.json's) questions k below the length; 1 for a gate
+  blind to k (and the baselines), n / k for the 'prefix' oracle. None when
+  no such k opened anything."""
+  ratios = []
+  for entry in profile:
+    gates, k = entry["gate_at"], entry["k"]
+    if k < len(gates) and sum(gates) > 0:
+      ratios.append(sum(gates[:k]) / k / (sum(gates) / len(gates)))
+  return statistics.fmean(ratios) if ratios else None
+
+
+def _focus(root: str, name: str, results: list[dict]) -> str:
+  values = []
+  for r in results:
+    path = os.path.join(root, f"{name}_s{r['seed']}", "profile.json")
+    if os.path.exists(path):
+      with open(path, encoding="utf-8") as f:
+        focus = prefix_focus(json.load(f)["profile"])
+      if focus is not None:
+        values.append(focus)
+  return mean_std(values)
+
+
 def picking_table(root: str, models, lengths, config: str, extra: list[str]) -> str:
   """ROOT/table.md's text (module docstring) for runs of `config` with `extra`."""
-  head = ["model", "n", "seeds", "test at n", "openness at n"] + [
+  head = ["model", "n", "seeds", "test at n", "openness at n", "prefix focus"] + [
       f"{n:,}" for n in LONG] + ["malicious", "train min / run"]
   lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
   for model in models:
@@ -71,7 +98,8 @@ def picking_table(root: str, models, lengths, config: str, extra: list[str]) -> 
       if not found:
         continue
       cells = [model, str(n), ",".join(str(r["seed"]) for r in found),
-               _percent(found, "test"), _percent(found, "test", "openness")]
+               _percent(found, "test"), _percent(found, "test", "openness"),
+               _focus(root, f"{model}_n{n}", found)]
       cells += [_percent(found, f"n{m}") if n == TRAINED else "" for m in LONG]
       cells += [_percent(found, "malicious"),
                 f"{sum(r['train_time_s'] for r in found) / len(found) / 60:.1f}"]
@@ -79,13 +107,15 @@ def picking_table(root: str, models, lengths, config: str, extra: list[str]) -> 
       published = PUBLISHED.get(model, {})
       if n in published:
         lines.append("| " + " | ".join(
-            [f"{model} (slides)", str(n), "", f"{published[n]}", ""]
+            [f"{model} (slides)", str(n), "", f"{published[n]}", "", ""]
             + [str(published.get(f"n{m}", "")) if n == TRAINED else "" for m in LONG] + ["", ""])
             + " |")
   command = " ".join(["python -m experiments.picking", f"--config={config}"] + extra)
   return ("\n".join(lines) + "\n\nAccuracy and gate openness (share of real digits "
           "read) in %, mean ± sample std over seeds; k in the trained range at every "
-          f"length. Each run: `{command} --config.model.kind=M --config.min_length=n "
+          "length. Prefix focus: the gate's openness at t ≤ k over its openness along "
+          "the sequence, for k = 1/5 .. 4/5 of n (profile.json; 1: blind to k, 2.6 for "
+          "a gate open exactly on t ≤ k at n = 200). Each run: `{command} --config.model.kind=M --config.min_length=n "
           "--config.max_length=n --config.seed=S --workdir=DIR`; (slides): the slides' "
           "numbers (Tables 2 and 4, FHE-fixed).\n")
 

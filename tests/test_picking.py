@@ -235,6 +235,12 @@ def test_the_grid_table_and_figures(straight, tmp_path):
                         ("lstm2_samples2", "unknown option")):
     with pytest.raises(ValueError, match=fragment):
       picking_report.model_arguments(bad)
+  ten = [{"k": k, "gate_at": gates} for k, gates in
+         ((2, [0.5] * 10), (5, [0.2] * 10), (10, [1.0] * 10))]       # blind to k; k = n ignored
+  assert picking_report.prefix_focus(ten) == pytest.approx(1.0)
+  oracle = [{"k": k, "gate_at": [1.0] * k + [0.0] * (10 - k)} for k in (2, 5, 8)]
+  assert picking_report.prefix_focus(oracle) == pytest.approx((5 + 2 + 10 / 8) / 3)
+  assert picking_report.prefix_focus([{"k": 3, "gate_at": [0.0] * 10}]) is None
   text = picking_report.picking_table(str(tmp_path), ["fhe", "lstm1"], [12, 200], "C.py", [])
   assert "| fhe | 12 | 0 |" in text and "lstm1" not in text.split("\n\n")[0]
   for png in picking_report.draw_figures(str(tmp_path / "fhe_n12_s0"), str(tmp_path)):
