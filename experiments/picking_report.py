@@ -30,6 +30,9 @@ def model_arguments(model: str) -> list[str]:
     raise ValueError(f"unknown model {model!r}: lstm1, lstm2 or fhe, then options "
                      "_g<gamma>, _prefix, _kth, _samples<S>, _detach, _pos")
   out = [f"--config.model.kind={kind}"]
+  if sum(o in ("prefix", "kth") for o in options) + any(o.startswith("samples")
+                                                        for o in options) > 1:
+    raise ValueError(f"model {model!r}: one oracle gate, or gate samples, not both")
   for option in options:
     if option == "pos":
       out.append("--config.model.positions=true")
@@ -61,35 +64,41 @@ def _percent(results: list[dict], split: str, key: str = "accuracy") -> str:
   return mean_std([100 * r["scores"][split][key] for r in results if split in r["scores"]])
 
 
-def prefix_focus(profile: list[dict]) -> float | None:
-  """How much a gate opens on the digits the answer counts: its mean
-  openness at t ≤ k over its mean openness at every position, averaged over
-  a profile's (profile.json's) questions k below the length; 1 for a gate
-  blind to k (and the baselines), n / k for the 'prefix' oracle. None when
-  no such k opened anything."""
-  ratios = []
+def gate_slope(profile: list[dict]) -> float | None:
+  """How the gate follows the question: the least-squares slope, against k,
+  of the mean position of its openings (Σ_t t G_k(t) / Σ_t G_k(t), G_k:
+  profile.json's openness at each position when asked k), over a profile's
+  questions. 0 for a gate blind to k (and the baselines), 1/2 for the
+  'prefix' oracle, 1 for 'kth'. None with fewer than two questions opening
+  anything."""
+  ks, centres = [], []
   for entry in profile:
-    gates, k = entry["gate_at"], entry["k"]
-    if k < len(gates) and sum(gates) > 0:
-      ratios.append(sum(gates[:k]) / k / (sum(gates) / len(gates)))
-  return statistics.fmean(ratios) if ratios else None
+    gates = entry["gate_at"]
+    if sum(gates) > 0:
+      ks.append(entry["k"])
+      centres.append(sum(t * g for t, g in enumerate(gates, 1)) / sum(gates))
+  if len(set(ks)) < 2:
+    return None
+  mk, mc = statistics.fmean(ks), statistics.fmean(centres)
+  return (sum((k - mk) * (c - mc) for k, c in zip(ks, centres))
+          / sum((k - mk) ** 2 for k in ks))
 
 
-def _focus(root: str, name: str, results: list[dict]) -> str:
+def _slope(root: str, name: str, results: list[dict]) -> str:
   values = []
   for r in results:
     path = os.path.join(root, f"{name}_s{r['seed']}", "profile.json")
     if os.path.exists(path):
       with open(path, encoding="utf-8") as f:
-        focus = prefix_focus(json.load(f)["profile"])
-      if focus is not None:
-        values.append(focus)
+        slope = gate_slope(json.load(f)["profile"])
+      if slope is not None:
+        values.append(slope)
   return mean_std(values)
 
 
 def picking_table(root: str, models, lengths, config: str, extra: list[str]) -> str:
   """ROOT/table.md's text (module docstring) for runs of `config` with `extra`."""
-  head = ["model", "n", "seeds", "test at n", "openness at n", "prefix focus"] + [
+  head = ["model", "n", "seeds", "test at n", "openness at n", "gate slope"] + [
       f"{n:,}" for n in LONG] + ["malicious", "train min / run"]
   lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
   for model in models:
@@ -99,7 +108,7 @@ def picking_table(root: str, models, lengths, config: str, extra: list[str]) -> 
         continue
       cells = [model, str(n), ",".join(str(r["seed"]) for r in found),
                _percent(found, "test"), _percent(found, "test", "openness"),
-               _focus(root, f"{model}_n{n}", found)]
+               _slope(root, f"{model}_n{n}", found)]
       cells += [_percent(found, f"n{m}") if n == TRAINED else "" for m in LONG]
       cells += [_percent(found, "malicious"),
                 f"{sum(r['train_time_s'] for r in found) / len(found) / 60:.1f}"]
@@ -113,11 +122,12 @@ def picking_table(root: str, models, lengths, config: str, extra: list[str]) -> 
   command = " ".join(["python -m experiments.picking", f"--config={config}"] + extra)
   return ("\n".join(lines) + "\n\nAccuracy and gate openness (share of real digits "
           "read) in %, mean ± sample std over seeds; k in the trained range at every "
-          "length. Prefix focus: the gate's openness at t ≤ k over its openness along "
-          "the sequence, for k = 1/5 .. 4/5 of n (profile.json; 1: blind to k, 2.6 for "
-          "a gate open exactly on t ≤ k at n = 200). Each run: `{command} --config.model.kind=M --config.min_length=n "
-          "--config.max_length=n --config.seed=S --workdir=DIR`; (slides): the slides' "
-          "numbers (Tables 2 and 4, FHE-fixed).\n")
+          "length. Gate slope: how far the mean position of the open gates moves per "
+          "digit k moves, over profile.json's questions (0: blind to k, as the "
+          "baselines; 1/2: the prefix oracle; 1: the kth). Each run: "
+          f"`{command} --config.model.kind=M --config.min_length=n --config.max_length=n "
+          "--config.seed=S --workdir=DIR`; (slides): the slides' numbers (Tables 2 and 4, "
+          "FHE-fixed).\n")
 
 
 def draw_figures(workdir: str, root: str) -> list[str]:

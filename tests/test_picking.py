@@ -17,7 +17,7 @@ from glomo_jax.errors import InputError
 from glomo_jax.focused import (FocusedOptions, GateObjective, PickingConfig, read_picking,
                                run_picking)
 from glomo_jax.focused.picking import generate, generate_malicious, picking_target
-from glomo_jax.focused.task import PickingTask, load_picking
+from glomo_jax.focused.task import PickingTask, load_picking, sample_copies
 from glomo_jax.train.config import DOWNSTREAM_LOOP
 
 ONE = jax.devices()[:1]
@@ -179,6 +179,10 @@ def test_an_oracle_gate_trains_and_tests_open_where_it_says(tmp_path):
     data = splits[name]
     assert results["scores"][name]["openness"] == pytest.approx(
         np.sum(data.k) / np.sum(data.lengths)), name
+  # S copies sample-major: the layout whose reshape(S, -1) the baseline reads per example
+  copies = sample_copies(splits["train"].batch(range(8), 8), 3)
+  assert np.all(np.asarray(copies["index"]).reshape(3, -1) == np.arange(8))
+  assert np.asarray(copies["digits"]).shape == (24, 12)
   # the gate's weights learn from REINFORCE alone: none with an oracle, some with samples
   for train_gate, samples, moves in (("prefix", 1, False), ("sample", 1, True),
                                      ("sample", 2, True)):
@@ -204,6 +208,9 @@ def test_config_mistakes_are_named(tmp_path):
                             ({"min_k": 13}, "min_k = 13"), ({"test_k": "all"}, "unknown test_k"),
                             ({"variant": "glomo"}, "unknown variant"),
                             ({"gate": GateObjective(samples=0)}, "gate.samples must be"),
+                            ({"gate": GateObjective(samples=2),
+                              "model": FocusedOptions(kind="lstm1")}, "gate.samples > 1 needs"),
+                            ({"model": FocusedOptions(train_gate="kth")}, "trains no gate"),
                             ({"model": FocusedOptions(train_gate="threshold")},
                              "unknown model.train_gate"),
                             ({"model": FocusedOptions(kind="lstm2", test_gate="prefix")},
@@ -232,16 +239,20 @@ def test_the_grid_table_and_figures(straight, tmp_path):
   assert picking_report.model_arguments("lstm1_pos")[1:] == ["--config.model.positions=true"]
   for bad, fragment in (("lstm3", "unknown model"), ("lstm1_prefix", "unknown option"),
                         ("fhe_gx", "needs a number"),
-                        ("lstm2_samples2", "unknown option")):
+                        ("lstm2_samples2", "unknown option"),
+                        ("fhe_prefix_samples2", "not both"), ("fhe_prefix_kth", "not both")):
     with pytest.raises(ValueError, match=fragment):
       picking_report.model_arguments(bad)
-  ten = [{"k": k, "gate_at": gates} for k, gates in
-         ((2, [0.5] * 10), (5, [0.2] * 10), (10, [1.0] * 10))]       # blind to k; k = n ignored
-  assert picking_report.prefix_focus(ten) == pytest.approx(1.0)
-  oracle = [{"k": k, "gate_at": [1.0] * k + [0.0] * (10 - k)} for k in (2, 5, 8)]
-  assert picking_report.prefix_focus(oracle) == pytest.approx((5 + 2 + 10 / 8) / 3)
-  assert picking_report.prefix_focus([{"k": 3, "gate_at": [0.0] * 10}]) is None
+  early = [0.3, 0.2] + [0.1] * 8                                  # blind to k, early bias
+  blind = [{"k": k, "gate_at": early} for k in (2, 5, 10)]
+  assert picking_report.gate_slope(blind) == pytest.approx(0.0)
+  prefix = [{"k": k, "gate_at": [1.0] * k + [0.0] * (10 - k)} for k in (2, 5, 10)]
+  assert picking_report.gate_slope(prefix) == pytest.approx(0.5)
+  kth = [{"k": k, "gate_at": [float(t == k) for t in range(1, 11)]} for k in (2, 5, 10)]
+  assert picking_report.gate_slope(kth) == pytest.approx(1.0)
+  assert picking_report.gate_slope(kth[:1] + [{"k": 5, "gate_at": [0.0] * 10}]) is None
   text = picking_report.picking_table(str(tmp_path), ["fhe", "lstm1"], [12, 200], "C.py", [])
   assert "| fhe | 12 | 0 |" in text and "lstm1" not in text.split("\n\n")[0]
+  assert "`python -m experiments.picking --config=C.py --config.model.kind=M" in text
   for png in picking_report.draw_figures(str(tmp_path / "fhe_n12_s0"), str(tmp_path)):
     assert open(png, "rb").read(8) == b"\x89PNG\r\n\x1a\n"

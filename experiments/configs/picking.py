@@ -1,7 +1,7 @@
 r"""Picking-task configs (Ke et al. 2018, §5.1; docs/focused.md).
 
 Presets:
-* '' : the CPU pilot's choice (docs/focused.md): n = 200, k in 1..200,
+* '' : the CPU pilot's choice (experiments/results/focused.md): n = 200, k in 1..200,
   100,000 training sequences, LSTMs of 64, Adam 1e-3 (clipped at 1),
   batch 64, 6,000 steps evaluated every 500; the gate's β = 0.01 (reached
   after 500 steps), γ = 0.1, entropy weight 0.01, sampled gates at test;

@@ -61,8 +61,11 @@ class FocusedOptions:
     if self.test_gate not in DECISIONS + ORACLES:
       raise ValueError(f"unknown model.test_gate {self.test_gate!r}: one of "
                        f"{list(DECISIONS + ORACLES)}")
-    if self.kind != "fhe" and ORACLES.count(self.train_gate) + ORACLES.count(self.test_gate):
+    if self.kind != "fhe" and (self.train_gate in ORACLES or self.test_gate in ORACLES):
       raise ValueError(f"an oracle gate needs model.kind 'fhe', got {self.kind!r}")
+    if self.train_gate in ORACLES and self.test_gate not in ORACLES:
+      raise ValueError(f"model.train_gate {self.train_gate!r} trains no gate: test with an "
+                       f"oracle too (model.test_gate), not {self.test_gate!r}")
     if min(self.hidden, self.digit_dim, self.gate_hidden, self.attention_hidden) < 1:
       raise ValueError("the model's widths must be >= 1")
     if not self.position_scale > 0:
@@ -168,6 +171,9 @@ class PickingConfig(DownstreamConfig):
     super().check()
     self.model.check()
     self.gate.check()
+    if self.gate.samples > 1 and (self.model.kind != "fhe" or self.model.train_gate != "sample"):
+      raise ValueError("gate.samples > 1 needs a sampled gate to learn (model.kind 'fhe', "
+                       "model.train_gate 'sample')")
     if not 1 <= self.min_length <= self.max_length:
       raise ValueError(f"need 1 <= min_length <= max_length, got {self.min_length}, "
                        f"{self.max_length}")

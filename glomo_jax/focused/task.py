@@ -120,10 +120,8 @@ class PickingTask(DownstreamTask):
                             decide=decide, rng=rng)
 
   def loss(self, variables, batch, rngs):
-    gate, samples = self.config.model.train_gate, self.config.gate.samples
-    if gate == "sample" and samples > 1:      # S copies of the batch, sample-major
-      batch = {name: jnp.tile(value, (samples,) + (1,) * (value.ndim - 1))
-               for name, value in batch.items()}
+    gate = self.config.model.train_gate
+    batch = sample_copies(batch, self.config.gate.samples)
     out = self._answer(variables, batch, gate, rngs["gate"] if gate == "sample" else None)
     log_likelihood = -optax.softmax_cross_entropy_with_integer_labels(
         out.logits.astype(jnp.float32), batch["target"])
@@ -211,6 +209,15 @@ class PickingTask(DownstreamTask):
       write_json(os.path.join(ctx.workdir, PROFILE_FILE), {"profile": profile,
                                                            "sequence": sequence})
     return dict(out, profile_file=PROFILE_FILE)
+
+
+def sample_copies(batch: dict, samples: int) -> dict:
+  """S copies of a batch's rows, sample-major (row s B + i is example i), the
+  layout `leave_one_out_baseline` reads; the batch itself when S is 1."""
+  if samples == 1:
+    return batch
+  return {name: jnp.tile(value, (samples,) + (1,) * (jnp.ndim(value) - 1))
+          for name, value in batch.items()}
 
 
 def _subset(data: PickingSet, rows: np.ndarray) -> PickingSet:
