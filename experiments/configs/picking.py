@@ -1,8 +1,8 @@
 r"""Picking-task configs (Ke et al. 2018, §5.1; docs/focused.md).
 
 Presets:
-* '' : the CPU pilot's choice (experiments/results/focused.md): n = 200, k in 1..200,
-  100,000 training sequences, LSTMs of 64, Adam 1e-3 (clipped at 1),
+* '' : the CPU pilot's choice (experiments/results/focused.md): n = 200,
+  k in 1..200, 100,000 training sequences, LSTMs of 64, Adam 1e-3 (clipped at 1),
   batch 64, 6,000 steps evaluated every 500; the gate's β = 0.01 (reached
   after 500 steps), γ = 0.1, entropy weight 0.01, sampled gates at test;
   tested at 400, 800, 1,600 and 10,000 digits (k in the trained range)
