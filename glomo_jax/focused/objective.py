@@ -18,7 +18,8 @@ from π(b_t = 1) = p_t = σ(ℓ_t)):
 R and B are constants of the gradient (stop_gradient), so the second term's
 gradient is REINFORCE's −E[(R − B) ∇ log π(b)]: the gate's own weights learn
 from the reward (and the entropy term) only, the lower LSTM and the question
-encoding, which the gate reads, from the reward and the log-likelihood, and
+encoding, which the gate reads, from the reward and the log-likelihood
+(the log-likelihood alone when `FocusedEncoder.reinforce_encoder` is off), and
 the rest of the network (whose gates are discrete) from the log-likelihood
 only. The sparsity cost G = ReLU(Σ_t b_t − γT) lies in the reward because it
 depends on the sampled gates alone (no gradient reaches it otherwise). The
