@@ -15,9 +15,10 @@ the slides' numbers, and the slides' Figure 3 and one sequence's open gates.
 Models: lstm1, lstm2 or fhe, then options: _g<γ> (FHE with
 --config.gate.gamma=γ), _prefix or _kth (FHE with that oracle gate in
 training and at test), _samples<S> (FHE with --config.gate.samples=S),
-_detach (FHE with --config.model.reinforce_encoder=false), _pos
+_detach (FHE with --config.model.reinforce_encoder=false), _gpos (FHE
+with --config.model.gate_positions=true), _pos
 (--config.model.positions=true); e.g. fhe_g0.05, fhe_prefix, fhe_samples2,
-lstm1_pos.
+fhe_gpos, lstm1_pos.
 Each run is `python -m experiments.picking --config=CONFIG
 --config.model.kind=... --config.min_length=n --config.max_length=n
 --config.seed=S --workdir=ROOT/<model>_n<n>_s<S>` plus the arguments after

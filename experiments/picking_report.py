@@ -24,20 +24,25 @@ def model_arguments(model: str) -> list[str]:
   lstm2 or fhe; options g<γ> (the sparsity target, fhe), prefix or kth (an
   oracle gate in training and at test, fhe), samples<S> (S gate samples of
   each example, fhe), detach (REINFORCE reaches the gate's weights only:
-  `model.reinforce_encoder` false, fhe) and pos (`model.positions`)."""
+  `model.reinforce_encoder` false, fhe), gpos (positions to the gate alone:
+  `model.gate_positions`, fhe) and pos (`model.positions`)."""
   kind, *options = model.split("_")
   if kind not in ("lstm1", "lstm2", "fhe"):
     raise ValueError(f"unknown model {model!r}: lstm1, lstm2 or fhe, then options "
-                     "_g<gamma>, _prefix, _kth, _samples<S>, _detach, _pos")
+                     "_g<gamma>, _prefix, _kth, _samples<S>, _detach, _gpos, _pos")
   out = [f"--config.model.kind={kind}"]
   if sum(o in ("prefix", "kth") for o in options) + any(o.startswith("samples")
                                                         for o in options) > 1:
     raise ValueError(f"model {model!r}: one oracle gate, or gate samples, not both")
+  if "gpos" in options and any(o in ("prefix", "kth") for o in options):
+    raise ValueError(f"model {model!r}: an oracle gate is not learnt; gpos feeds a learnt one")
   for option in options:
     if option == "pos":
       out.append("--config.model.positions=true")
     elif kind == "fhe" and option in ("prefix", "kth"):
       out += [f"--config.model.train_gate={option}", f"--config.model.test_gate={option}"]
+    elif kind == "fhe" and option == "gpos":
+      out.append("--config.model.gate_positions=true")
     elif kind == "fhe" and option == "detach":
       out.append("--config.model.reinforce_encoder=false")
     elif kind == "fhe" and option.startswith("samples") and option[7:].isdigit():
@@ -49,7 +54,7 @@ def model_arguments(model: str) -> list[str]:
         raise ValueError(f"model {model!r}: g<gamma> needs a number") from None
     else:
       raise ValueError(f"model {model!r}: unknown option {option!r} for {kind} (fhe: "
-                       "g<gamma>, prefix, kth, samples<S>, detach, pos; lstm1, lstm2: pos)")
+                       "g<gamma>, prefix, kth, samples<S>, detach, gpos, pos; lstm1, lstm2: pos)")
   return out
 
 

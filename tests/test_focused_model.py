@@ -51,6 +51,15 @@ def test_the_gate_is_the_seeds_equation_by_hand():
       by_hand = w_b @ np.where(a > 0, a, 0.01 * a)                # LReLU, slope 0.01
       np.testing.assert_allclose(logits[i, t], by_hand, rtol=1e-5, atol=1e-6)
   assert params["out"].keys() == {"kernel"}                       # w_b has no bias
+  extra = rng.normal(size=(2, 3, 1)).astype(np.float32)          # e.g. positions t / s
+  params = gate.init(jax.random.key(1), h, q, extra)["params"]
+  logits = np.asarray(gate.apply({"params": params}, h, q, extra))
+  w_b_matrix = np.asarray(params["hidden"]["kernel"])             # [3H + 1, 5]
+  b_b, w_b = np.asarray(params["hidden"]["bias"]), np.asarray(params["out"]["kernel"])[:, 0]
+  z = np.concatenate([q[1] * h[1, 2], h[1, 2], q[1], extra[1, 2]])   # [q ⊙ h, h, q, extra]
+  a = z @ w_b_matrix + b_b
+  np.testing.assert_allclose(logits[1, 2], w_b @ np.where(a > 0, a, 0.01 * a), rtol=1e-5,
+                             atol=1e-6)
 
 
 def test_a_closed_gate_carries_the_upper_state_unchanged():
@@ -158,6 +167,28 @@ def test_threshold_gate_and_baselines_on_the_same_code():
     assert encoded[kind].gate_logits is None
   with pytest.raises(ValueError, match="sampled gates need an rng"):
     FocusedEncoder(4).init(jax.random.key(0), x, mask, q, decide="sample")
+
+
+def test_gate_positions_reach_the_gate_alone():
+  """With gate_positions the gate's z_t ends with t / s, while the lower
+  LSTM still reads the digit embeddings alone."""
+  rng = np.random.default_rng(7)
+  digits = rng.integers(0, 10, size=(2, 7))
+  lengths, k = np.array([7, 5]), np.array([3, 5])
+  model = PickingReader("fhe", hidden=6, digit_dim=4, gate_hidden=3, attention_hidden=3,
+                        position_scale=10.0, gate_positions=True)
+  variables = model.init(jax.random.key(2), digits, lengths, k)
+  p = variables["params"]["encoder"]
+  assert p["gate"]["hidden"]["kernel"].shape == (3 * 6 + 1, 3)
+  assert p["lower"]["input"]["kernel"].shape == (4, 24)
+  out, inner = model.apply(variables, digits, lengths, k, capture_intermediates=True)
+  lower = inner["intermediates"]["encoder"]["lower"]["__call__"][0]
+  q = np.asarray(inner["intermediates"]["question"]["__call__"][0])
+  where = np.broadcast_to((np.arange(1, 8) / 10.0)[None, :, None], (2, 7, 1))
+  by_hand = BoundaryGate(3).apply({"params": p["gate"]}, lower, q, where)
+  np.testing.assert_allclose(out.gate_logits, by_hand, rtol=1e-5, atol=1e-6)
+  plain = BoundaryGate(3).apply({"params": p["gate"]}, lower, q, np.zeros_like(where))
+  assert not np.allclose(out.gate_logits, plain)                  # the position matters
 
 
 def test_oracle_gates_open_where_the_answer_lies():

@@ -214,7 +214,12 @@ def test_config_mistakes_are_named(tmp_path):
                             ({"model": FocusedOptions(train_gate="threshold")},
                              "unknown model.train_gate"),
                             ({"model": FocusedOptions(kind="lstm2", test_gate="prefix")},
-                             "an oracle gate needs model.kind 'fhe'")]:
+                             "an oracle gate needs model.kind 'fhe'"),
+                            ({"model": FocusedOptions(kind="lstm1", gate_positions=True)},
+                             "gate_positions feeds a learnt gate"),
+                            ({"model": FocusedOptions(gate_positions=True, train_gate="prefix",
+                                                      test_gate="prefix")},
+                             "gate_positions feeds a learnt gate")]:
     with pytest.raises(ValueError, match=fragment):
       config_for(tmp_path, **changes)
 
@@ -237,10 +242,12 @@ def test_the_grid_table_and_figures(straight, tmp_path):
   assert picking_report.model_arguments("fhe_samples2_detach")[1:] == [
       "--config.gate.samples=2", "--config.model.reinforce_encoder=false"]
   assert picking_report.model_arguments("lstm1_pos")[1:] == ["--config.model.positions=true"]
+  assert picking_report.model_arguments("fhe_gpos")[1:] == ["--config.model.gate_positions=true"]
   for bad, fragment in (("lstm3", "unknown model"), ("lstm1_prefix", "unknown option"),
                         ("fhe_gx", "needs a number"),
                         ("lstm2_samples2", "unknown option"),
-                        ("fhe_prefix_samples2", "not both"), ("fhe_prefix_kth", "not both")):
+                        ("fhe_prefix_samples2", "not both"), ("fhe_prefix_kth", "not both"),
+                        ("lstm1_gpos", "unknown option"), ("fhe_kth_gpos", "not learnt")):
     with pytest.raises(ValueError, match=fragment):
       picking_report.model_arguments(bad)
   early = [0.3, 0.2] + [0.1] * 8                                  # blind to k, early bias

@@ -30,6 +30,10 @@ class FocusedOptions:
     position_scale: s in the question k / s (and the position feature t / s).
     positions: give each digit its position t / s as a feature (a departure:
       the slides' readers see the tokens alone, so the lower LSTM counts).
+    gate_positions: give the gate alone each digit's position t / s beside
+      z_t (fhe; a departure): the gate can compare where it is with k, the
+      LSTMs and the attention still read the digits alone (so the
+      baselines keep the slides' length test).
     reinforce_encoder: whether REINFORCE's gradient reaches the lower LSTM
       and the question encoding through the gate's inputs (True, the
       slides' model) or only the gate's own weights (False: stop_gradient).
@@ -48,6 +52,7 @@ class FocusedOptions:
   attention_hidden: int = 32
   position_scale: float = 100.0
   positions: bool = False
+  gate_positions: bool = False
   reinforce_encoder: bool = True
   train_gate: str = "sample"
   test_gate: str = "sample"
@@ -63,6 +68,9 @@ class FocusedOptions:
                        f"{list(DECISIONS + ORACLES)}")
     if self.kind != "fhe" and (self.train_gate in ORACLES or self.test_gate in ORACLES):
       raise ValueError(f"an oracle gate needs model.kind 'fhe', got {self.kind!r}")
+    if self.gate_positions and (self.kind != "fhe" or self.train_gate in ORACLES):
+      raise ValueError("model.gate_positions feeds a learnt gate: it needs model.kind 'fhe' "
+                       f"and model.train_gate 'sample', got {self.kind!r}, {self.train_gate!r}")
     if self.train_gate in ORACLES and self.test_gate not in ORACLES:
       raise ValueError(f"model.train_gate {self.train_gate!r} trains no gate: test with an "
                        f"oracle too (model.test_gate), not {self.test_gate!r}")

@@ -21,7 +21,8 @@ at 1. The encoder knows nothing of the picking task: a passage encoder
 conditioned on a question (SQuAD's) reuses it as is.
 
 `PickingReader` answers the picking task (module `picking`): digit d_t at
-1-based position t is x_t = E d_t (with `positions`, [E d_t, t / s]) and
+1-based position t is x_t = E d_t (with `positions`, [E d_t, t / s]; with
+`gate_positions` t / s joins the gate's z_t alone) and
 the question k is q = W_k (k / s) + b_k (s: `position_scale`): a scalar, so
 any k has an encoding, and the lower LSTM reads the digits, not k. Then
 attention conditioned on the question over the readable states,
@@ -95,14 +96,17 @@ class GatedLSTM(nn.Module):
 
 class BoundaryGate(nn.Module):
   """The boundary gate's logit w_bᵀ LReLU(W_b z_t + b_b), z_t = [q ⊙ h_t, h_t, q]
-  (so p_t = σ(logit)). Parameters: 'hidden' (W_b, b_b), 'out' (w_b, no bias)."""
+  (so p_t = σ(logit)), with `extra` features appended to z_t when given.
+  Parameters: 'hidden' (W_b, b_b), 'out' (w_b, no bias)."""
   hidden: int
 
   @nn.compact
-  def __call__(self, h: jax.Array, q: jax.Array) -> jax.Array:
-    """h: [B, T, H] lower states; q: [B, H] -> logits [B, T]."""
+  def __call__(self, h: jax.Array, q: jax.Array, extra: jax.Array | None = None) -> jax.Array:
+    """h: [B, T, H] lower states; q: [B, H]; extra: [B, T, E] or None ->
+    logits [B, T]."""
     qt = jnp.broadcast_to(q[:, None, :], h.shape)
-    z = jnp.concatenate([qt * h, h, qt], axis=-1)
+    z = jnp.concatenate([qt * h, h, qt] + ([] if extra is None else [extra.astype(h.dtype)]),
+                        axis=-1)
     a = nn.leaky_relu(nn.Dense(self.hidden, name="hidden")(z))
     return nn.Dense(1, use_bias=False, name="out")(a)[..., 0]
 
@@ -146,11 +150,14 @@ class FocusedEncoder(nn.Module):
   @nn.compact
   def __call__(self, x: jax.Array, mask: jax.Array, q: jax.Array, *,
                decide: str = "threshold", rng: jax.Array | None = None,
-               given: jax.Array | None = None) -> Encoded:
+               given: jax.Array | None = None,
+               gate_features: jax.Array | None = None) -> Encoded:
     """x: [B, T, D] token features; mask: [B, T]; q: [B, Dq] the question
     vector; decide: how b_t is drawn, 'sample' (needs `rng`), 'threshold',
     or 'given' (b_t = `given` [B, T], 0/1: a gate from outside, e.g. an
-    oracle; the gate is not computed and gate_logits is None)."""
+    oracle; the gate is not computed and gate_logits is None);
+    gate_features: [B, T, E] appended to the gate's z_t alone (e.g. each
+    token's position), or None (the slides' gate)."""
     if self.kind not in KINDS:
       raise ValueError(f"unknown encoder kind {self.kind!r}: one of {list(KINDS)}")
     if decide not in DECISIONS + ("given",):
@@ -169,7 +176,7 @@ class FocusedEncoder(nn.Module):
       if q.shape[-1] != self.features:
         q = nn.Dense(self.features, name="question")(q)
       seen = (lower, q) if self.reinforce_encoder else jax.lax.stop_gradient((lower, q))
-      logits = BoundaryGate(self.gate_hidden, name="gate")(*seen)
+      logits = BoundaryGate(self.gate_hidden, name="gate")(*seen, gate_features)
       if decide == "sample":
         if rng is None:
           raise ValueError("sampled gates need an rng")
@@ -223,6 +230,9 @@ class PickingReader(nn.Module):
     positions: append t / s to each digit's features (a departure from the
       seed, whose readers see tokens only: the lower LSTM must count).
     reinforce_encoder: `FocusedEncoder`'s.
+    gate_positions: append t / s to the gate's z_t alone ('fhe'; a
+      departure too): the gate knows where it is, the LSTMs and the
+      attention still read the digits alone.
   """
   kind: str = "fhe"
   hidden: int = 64
@@ -232,6 +242,7 @@ class PickingReader(nn.Module):
   position_scale: float = 100.0
   positions: bool = False
   reinforce_encoder: bool = True
+  gate_positions: bool = False
 
   @nn.compact
   def __call__(self, digits: jax.Array, length: jax.Array, k: jax.Array, *,
@@ -251,13 +262,14 @@ class PickingReader(nn.Module):
       decide = "given"
     scale = jnp.float32(self.position_scale)
     x = nn.Embed(NUM_DIGITS, self.digit_dim, name="digits")(jnp.clip(digits, 0, 9))
+    where = jnp.broadcast_to((t / scale)[None, :, None], digits.shape + (1,)).astype(x.dtype)
     if self.positions:
-      where = jnp.broadcast_to((t / scale)[None, :, None], digits.shape + (1,))
-      x = jnp.concatenate([x, where.astype(x.dtype)], axis=-1)
+      x = jnp.concatenate([x, where], axis=-1)
     q = nn.Dense(self.hidden, name="question")((k.astype(jnp.float32) / scale)[:, None])
     encoded = FocusedEncoder(self.hidden, self.kind, self.gate_hidden, self.reinforce_encoder,
                              name="encoder")(
-        x, mask, q, decide=decide, rng=rng, given=given)
+        x, mask, q, decide=decide, rng=rng, given=given,
+        gate_features=where if self.gate_positions else None)
     context, alpha = QuestionAttention(self.attention_hidden, name="attention")(
         encoded.states, encoded.readable, q)
     hidden = nn.leaky_relu(nn.Dense(self.hidden, name="answer_hidden")(

@@ -100,7 +100,7 @@ class PickingTask(DownstreamTask):
     m = config.model
     self.model = PickingReader(m.kind, m.hidden, m.digit_dim, m.gate_hidden,
                                m.attention_hidden, m.position_scale, m.positions,
-                               m.reinforce_encoder)
+                               m.reinforce_encoder, m.gate_positions)
     super().__init__(config, self.splits["train"],
                      lambda idx: self._batch("train", idx, config.optim.batch_size),
                      eval_batch_size=100)
