@@ -1,9 +1,15 @@
 r"""SQuAD reader speed: training and prediction questions/s of the baseline
-and the graph-transfer variants, on real SQuAD batches, alternating.
+and the graph-transfer variants, with either passage encoder, on real SQuAD
+batches, alternating.
 
   python benchmarks/squad_speed.py \
       --train=../shared/data/squad_v1.1/squad_train-v1.1_rebuilt.json.xz \
       --predictor_export=runs/wiki_cpu/export --rounds=3
+  python benchmarks/squad_speed.py --train=... --variants=baseline \
+      --encoders=bigru,focused          # the focused passage encoder's cost
+
+A row is a variant with a passage encoder (`model.passage_encoder`; named
+VARIANT+focused for the focused one).
 
 What is timed is what the training loop does per batch (`task_timing`):
 build the batch on the host (`SquadTask.device_batch`: words, characters
@@ -26,6 +32,7 @@ to benchmarks/results/squad_speed.jsonl.
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 import os
 import shutil
@@ -53,6 +60,8 @@ def parse() -> argparse.Namespace:
   p.add_argument("--train", required=True, help="SQuAD train JSON (official layout)")
   p.add_argument("--predictor_export", help="export for the 'embeddings' / 'rnn' variants")
   p.add_argument("--variants", default="baseline,uniform,embeddings")
+  p.add_argument("--encoders", default="bigru",
+                 help="passage encoders (model.passage_encoder), each with every variant")
   p.add_argument("--questions", type=int, default=4000, help="training subset read")
   p.add_argument("--batches", type=int, default=12, help="batches timed per round")
   p.add_argument("--rounds", type=int, default=3)
@@ -65,6 +74,7 @@ def parse() -> argparse.Namespace:
 def main():
   args = parse()
   names = args.variants.split(",")
+  encoders = args.encoders.split(",")
   raw = squad_configs.get_config("cpu")
   raw.files.train, raw.max_train_questions, raw.val_questions = args.train, args.questions, 200
   raw.predictor_export = args.predictor_export
@@ -87,12 +97,15 @@ def main():
   eval_order = batch_order(train, 2 * b)[:max(1, args.batches // 2)]
   timed = []
   for n in names:
-    config = base.replace(variant=n)
-    layers = graphs.graph_prefix[0] // 2 if graphs is not None else None
-    model = build_reader(config, len(vocab), len(chars), table, layers)
-    task = SquadTask(model, {"train": train}, vocab, chars, config,
-                     graphs if config.reads_graphs else None)
-    timed.append(TimedTask(n, task))
+    for encoder in encoders:
+      config = base.replace(variant=n, model=dataclasses.replace(base.model,
+                                                                 passage_encoder=encoder))
+      config.check()
+      layers = graphs.graph_prefix[0] // 2 if graphs is not None else None
+      model = build_reader(config, len(vocab), len(chars), table, layers)
+      task = SquadTask(model, {"train": train}, vocab, chars, config,
+                       graphs if config.reads_graphs else None)
+      timed.append(TimedTask(n if encoder == "bigru" else f"{n}+{encoder}", task))
   times = alternate(timed, args.rounds,
                     {"train": lambda t: t.train(order, b),
                      "answer": lambda t: t.answer(eval_order, t.task.eval_batch_size)})
@@ -110,7 +123,7 @@ def main():
   print(f"| variant | train questions/s | vs baseline | predict questions/s | vs baseline "
         f"| train step memory at {words} words (GB) |")
   print("|---|---|---|---|---|---|")
-  ref = rows.get("baseline", rows[names[0]])
+  ref = rows.get("baseline", rows[timed[0].name])
   for n, row in rows.items():
     print(f"| {n} | {row['train_questions_per_s']:.1f} | "
           f"{row['train_questions_per_s'] / ref['train_questions_per_s']:.3f}× | "

@@ -25,8 +25,10 @@ import time
 from typing import Callable, Sequence
 
 import jax
+import numpy as np
 from flax import traverse_util
 
+from glomo_jax.train.batches import NumberedBatches
 from glomo_jax.train.step import create_state, train_step
 
 
@@ -39,17 +41,26 @@ class TimedTask:
     self.state = jax.jit(functools.partial(create_state, task, self.tx))(jax.random.key(0))
     self.step = jax.jit(functools.partial(train_step, task, self.tx), donate_argnums=(0,))
     self.predict = jax.jit(task.eval_step)
+    # tasks whose training batches carry their step (the focused encoder's warm-up)
+    self.numbered = isinstance(task.train_batches(), NumberedBatches)
 
   def _batch(self, indices, batch_size: int) -> dict:
     return self.task.device_batch(self.split, indices, batch_size)
+
+  def _train_batch(self, indices, batch_size: int, step: int) -> dict:
+    """A training batch; it carries its 1-based `step` where the loop's do."""
+    batch = self._batch(indices, batch_size)
+    if self.numbered:
+      batch["step"] = np.full(len(batch["weight"]), step, np.int32)
+    return batch
 
   def train(self, order: Sequence, batch_size: int) -> float:
     """Seconds for the training batches `order` (host batches and steps,
     overlapped as in the loop; the last loss fetched)."""
     began = time.perf_counter()
     metrics = None
-    for indices in order:
-      self.state, metrics = self.step(self.state, self._batch(indices, batch_size))
+    for step, indices in enumerate(order, 1):
+      self.state, metrics = self.step(self.state, self._train_batch(indices, batch_size, step))
     float(metrics["loss"])
     return time.perf_counter() - began
 
@@ -63,7 +74,7 @@ class TimedTask:
   def step_memory_gb(self, indices, batch_size: int) -> float:
     """XLA's buffers (temporaries + arguments) of the compiled training step
     on the batch `indices`, GB."""
-    batch = self._batch(indices, batch_size)
+    batch = self._train_batch(indices, batch_size, 1)
     analysis = self.step.lower(self.state, batch).compile().memory_analysis()
     return (analysis.temp_size_in_bytes + analysis.argument_size_in_bytes) / 1e9
 
@@ -76,7 +87,8 @@ class TimedTask:
     than the wall time where they run in parallel."""
     from benchmarks.profile_step import (  # noqa: PLC0415  (imports the step benchmarks)
         attribute, hlo_instructions, model_part)
-    batches = [self._batch(indices, batch_size) for indices in order]
+    batches = [self._train_batch(indices, batch_size, step)
+               for step, indices in enumerate(order, 1)]
     shapes = [tuple(x.shape for x in jax.tree.leaves(b)) for b in batches]
     common = collections.Counter(shapes).most_common(1)[0][0]   # ties: the first seen
     batches = [b for b, shape in zip(batches, shapes) if shape == common]
