@@ -28,11 +28,12 @@ from test_squad_run import ONE, TINY_LOOP, TINY_OPTIM, TINY_READER
 HIDDEN = 5
 
 
-def focused_reader(variant: str, test_gate: str = "threshold") -> SquadReader:
+def focused_reader(variant: str, test_gate: str = "threshold", kind: str = "fhe"
+                   ) -> SquadReader:
   return SquadReader(vocab_size=30, num_chars=20, variant=variant, options=ReaderOptions(
       embed_dim=6, char_dim=3, char_filters=4, hidden=HIDDEN, dense=6,
       transfer=TransferOptions(num_layers=2, features=3), passage_encoder="focused",
-      focused=FocusedPassageOptions(gate_hidden=4, test_gate=test_gate)))
+      focused=FocusedPassageOptions(kind=kind, gate_hidden=4, test_gate=test_gate)))
 
 
 def test_focused_reader_shapes_padding_and_the_transfer_on_its_states():
@@ -133,6 +134,25 @@ def test_the_gate_learns_by_reinforce_alone():
   assert np.asarray(d_span["focused"]["lower"]["hidden"]).any()
 
 
+def test_the_gateless_control_opens_every_word_and_has_no_reinforce():
+  """focused.kind 'lstm2': the same two LSTMs, every real word opening the
+  upper one; no gate parameters, the objective the span loss alone."""
+  rng = np.random.default_rng(5)
+  model = focused_reader("baseline", kind="lstm2")
+  task = without_data(SquadTask, model=model, config=SquadConfig(model=model.options))
+  inputs = reader_inputs(rng, 3, 9, 5, [9, 4, 6], [5, 2, 3], graphs=False)
+  batch = dict(inputs, start=np.array([1, 0, 2]), end=np.array([2, 1, 4]),
+               weight=np.ones(3, np.float32), step=np.full(3, 5, np.int32))
+  variables = dict(model.init(jax.random.key(0), **inputs), batch_stats={})
+  assert set(variables["params"]["focused"]) == {"lower", "upper"}
+  rngs = {"dropout": jax.random.key(3), "gate": jax.random.key(4)}
+  reading = task._read(variables["params"], batch, True, rngs)
+  np.testing.assert_array_equal(reading.gates, inputs["context_mask"])
+  assert reading.gate_logits is None
+  loss, metrics, _ = task.loss(variables, batch, rngs)
+  assert loss == metrics["loss"] and metrics["openness"] == 1.0 and "reward" not in metrics
+
+
 def test_tiny_focused_run_with_rnn_graphs_reports_openness(tiny_export, tmp_path):
   train = write_squad(tmp_path / "train.json")
   model = dataclasses.replace(TINY_READER, passage_encoder="focused",
@@ -163,6 +183,8 @@ def test_the_option_in_the_presets_and_its_mistakes():
     assert model.is_focused and model.focused.gate.gamma == 0.3
   for options, message in (
       (ReaderOptions(passage_encoder="lstm"), "unknown model.passage_encoder 'lstm'"),
+      (ReaderOptions(focused=FocusedPassageOptions(kind="lstm1")),
+       "unknown model.focused.kind 'lstm1'"),
       (ReaderOptions(focused=FocusedPassageOptions(test_gate="max")),
        "unknown model.focused.test_gate 'max'"),
       (ReaderOptions(focused=FocusedPassageOptions(gate=GateObjective(gamma=2.0))),

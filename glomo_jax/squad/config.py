@@ -17,6 +17,7 @@ from glomo_jax.transfer.options import TRANSFER_MOVED_FIELDS, TransferOptions
 
 SOURCES = ("files", "tfds")
 PASSAGE_ENCODERS = ("bigru", "focused")
+PASSAGE_KINDS = ("fhe", "lstm2")          # the focused passage encoder's kinds
 
 
 @dataclasses.dataclass(frozen=True)
@@ -35,6 +36,9 @@ class FocusedPassageOptions:
   reading the passage conditioned on the question.
 
   Attributes:
+    kind: 'fhe' (the focused encoder, its gate learnt) or 'lstm2' (the same
+      two LSTMs with every word opening the upper one: the control without
+      a gate, on the same code; no REINFORCE).
     gate_hidden: the boundary gate's hidden width (W_b).
     test_gate: the gate at evaluation: 'sample' (b_t ~ Bernoulli(p_t), as in
       training; keyed by the seed and the batch's first question) or
@@ -43,12 +47,15 @@ class FocusedPassageOptions:
       steps, the entropy weight); its reward is the answer span's
       log-likelihood log p(start) + log p(end) minus the sparsity cost.
   """
+  kind: str = "fhe"
   gate_hidden: int = 32
   test_gate: str = "sample"
   gate: GateObjective = GateObjective()
 
   def check(self, where: str = "model.focused") -> None:
     """Raises ValueError for a setting that cannot run."""
+    if self.kind not in PASSAGE_KINDS:
+      raise ValueError(f"unknown {where}.kind {self.kind!r}: one of {list(PASSAGE_KINDS)}")
     if self.test_gate not in DECISIONS:
       raise ValueError(f"unknown {where}.test_gate {self.test_gate!r}: one of "
                        f"{list(DECISIONS)}")

@@ -23,7 +23,8 @@ For a passage c (Tc words) and a question q (Tq words); d = 2·hidden:
    1, carried where b_t = 0; c̄ = vdrop([h^l ; h^u]) [B, Tc, d], defined at
    every word (the pointers address every word; the upper state carries
    the question-focused reading of the opened words); with 'rnn' the
-   GraphTransfer acts on [h^l ; h^u] as on the BiGRU's states)
+   GraphTransfer acts on [h^l ; h^u] as on the BiGRU's states; focused.kind
+   'lstm2': b_t = 1 at every real word, no gate: the control on the same code)
   bi-attention s_ij = w1·c̄_i + w2·q̄_j + w3·(c̄_i ⊙ q̄_j) + b         [B, Tc, Tq]
                c2q_i = Σ_j softmax_j(s_ij) q̄_j
                q2c = Σ_i softmax_i(max_j s_ij) c̄_i                (one vector)
@@ -258,7 +259,7 @@ class SquadReader(nn.Module):
       q = transfer(q, graphs[1], qm, train=train) * fq
     q = vdrop(q)
     decide = "sample" if train else o.focused.test_gate
-    encoded = FocusedEncoder(o.hidden, "fhe", o.focused.gate_hidden, name="focused")(
+    encoded = FocusedEncoder(o.hidden, o.focused.kind, o.focused.gate_hidden, name="focused")(
         x[:batch, :tc], cm, layers.masked_pool(q, qm, ("mean",)), decide=decide,
         rng=self.make_rng("gate") if decide == "sample" else None)
     c = jnp.concatenate([encoded.lower, encoded.states], axis=-1) * fc
