@@ -8,17 +8,17 @@ the slides' numbers, and the slides' Figure 3 and one sequence's open gates.
       --models=lstm1,lstm2,fhe --lengths=200,100,400 --seeds=0,1,2,3,4 --parallel=2 \
       [-- --config.loop.num_steps=6000]
 
-  # the accuracy-openness trade-off: FHE at other sparsity targets γ
-  python -m experiments.picking_grid --root=runs/picking --models=fhe_g0.05,fhe_g0.2 \
+  # the accuracy-openness trade-off: FHE at other sparsity targets γ and weights β
+  python -m experiments.picking_grid --root=runs/picking --models=fhe_g0.05,fhe_g0.02_b0.2 \
       --lengths=100 --seeds=0,1,2,3,4 --parallel=2
 
 Models: lstm1, lstm2 or fhe, then options: _g<γ> (FHE with
---config.gate.gamma=γ), _prefix or _kth (FHE with that oracle gate in
-training and at test), _samples<S> (FHE with --config.gate.samples=S),
-_detach (FHE with --config.model.reinforce_encoder=false), _gpos (FHE
-with --config.model.gate_positions=true), _pos
-(--config.model.positions=true); e.g. fhe_g0.05, fhe_prefix, fhe_samples2,
-fhe_gpos, lstm1_pos.
+--config.gate.gamma=γ), _b<β> (FHE with --config.gate.beta=β), _prefix or
+_kth (FHE with that oracle gate in training and at test), _samples<S> (FHE
+with --config.gate.samples=S), _detach (FHE with
+--config.model.reinforce_encoder=false), _gpos (FHE with
+--config.model.gate_positions=true), _pos (--config.model.positions=true);
+e.g. fhe_g0.05, fhe_g0.02_b0.2, fhe_prefix, fhe_samples2, fhe_gpos, lstm1_pos.
 Each run is `python -m experiments.picking --config=CONFIG
 --config.model.kind=... --config.min_length=n --config.max_length=n
 --config.seed=S --workdir=ROOT/<model>_n<n>_s<S>` plus the arguments after
@@ -46,7 +46,8 @@ from experiments.picking_report import (TRAINED, draw_figures, model_arguments, 
 _ROOT = flags.DEFINE_string("root", None, "Directory of the runs (ROOT/MODEL_nN_sSEED).")
 _CONFIG = flags.DEFINE_string("config", "experiments/configs/picking.py", "Config file.")
 _MODELS = flags.DEFINE_list("models", ["lstm1", "lstm2", "fhe"], "lstm1, lstm2, fhe, with "
-                            "options _g<gamma>, _prefix, _kth, _samples<S>, _detach, _pos.")
+                            "options _g<gamma>, _b<beta>, _prefix, _kth, _samples<S>, _detach, "
+                            "_gpos, _pos.")
 _LENGTHS = flags.DEFINE_list("lengths", ["200"], "Training lengths n.")
 _SEEDS = flags.DEFINE_list("seeds", ["0", "1", "2", "3", "4"], "Seeds (config.seed).")
 _PARALLEL = flags.DEFINE_integer("parallel", 1, "Runs at once, one CPU core each.")

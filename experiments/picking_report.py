@@ -21,7 +21,8 @@ PUBLISHED = {"lstm1": {100: 99.4, 200: 97.0, 400: 92.9, "n400": 55.9, "n800": 39
 
 def model_arguments(model: str) -> list[str]:
   """The config overrides of a model row: <kind>[_<option>...], kind lstm1,
-  lstm2 or fhe; options g<γ> (the sparsity target, fhe), prefix or kth (an
+  lstm2 or fhe; options g<γ> (the sparsity target, fhe), b<β> (the sparsity
+  cost's weight, fhe), prefix or kth (an
   oracle gate in training and at test, fhe), samples<S> (S gate samples of
   each example, fhe), detach (REINFORCE reaches the gate's weights only:
   `model.reinforce_encoder` false, fhe), gpos (positions to the gate alone:
@@ -29,7 +30,7 @@ def model_arguments(model: str) -> list[str]:
   kind, *options = model.split("_")
   if kind not in ("lstm1", "lstm2", "fhe"):
     raise ValueError(f"unknown model {model!r}: lstm1, lstm2 or fhe, then options "
-                     "_g<gamma>, _prefix, _kth, _samples<S>, _detach, _gpos, _pos")
+                     "_g<gamma>, _b<beta>, _prefix, _kth, _samples<S>, _detach, _gpos, _pos")
   out = [f"--config.model.kind={kind}"]
   if sum(o in ("prefix", "kth") for o in options) + any(o.startswith("samples")
                                                         for o in options) > 1:
@@ -47,14 +48,15 @@ def model_arguments(model: str) -> list[str]:
       out.append("--config.model.reinforce_encoder=false")
     elif kind == "fhe" and option.startswith("samples") and option[7:].isdigit():
       out.append(f"--config.gate.samples={int(option[7:])}")
-    elif kind == "fhe" and option.startswith("g"):
+    elif kind == "fhe" and option[:1] in ("g", "b"):
+      field = {"g": "gamma", "b": "beta"}[option[0]]
       try:
-        out.append(f"--config.gate.gamma={float(option[1:])}")
+        out.append(f"--config.gate.{field}={float(option[1:])}")
       except ValueError:
-        raise ValueError(f"model {model!r}: g<gamma> needs a number") from None
+        raise ValueError(f"model {model!r}: {option[0]}<{field}> needs a number") from None
     else:
       raise ValueError(f"model {model!r}: unknown option {option!r} for {kind} (fhe: "
-                       "g<gamma>, prefix, kth, samples<S>, detach, gpos, pos; lstm1, lstm2: pos)")
+                       "g<gamma>, b<beta>, prefix, kth, samples<S>, detach, gpos, pos; lstm1, lstm2: pos)")
   return out
 
 

@@ -243,8 +243,11 @@ def test_the_grid_table_and_figures(straight, tmp_path):
       "--config.gate.samples=2", "--config.model.reinforce_encoder=false"]
   assert picking_report.model_arguments("lstm1_pos")[1:] == ["--config.model.positions=true"]
   assert picking_report.model_arguments("fhe_gpos")[1:] == ["--config.model.gate_positions=true"]
+  assert picking_report.model_arguments("fhe_g0.02_b0.2")[1:] == [
+      "--config.gate.gamma=0.02", "--config.gate.beta=0.2"]
   for bad, fragment in (("lstm3", "unknown model"), ("lstm1_prefix", "unknown option"),
-                        ("fhe_gx", "needs a number"),
+                        ("fhe_gx", "needs a number"), ("fhe_b", "b<beta> needs a number"),
+                        ("lstm1_b0.1", "unknown option"),
                         ("lstm2_samples2", "unknown option"),
                         ("fhe_prefix_samples2", "not both"), ("fhe_prefix_kth", "not both"),
                         ("lstm1_gpos", "unknown option"), ("fhe_kth_gpos", "not learnt")):
