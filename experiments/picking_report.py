@@ -22,11 +22,11 @@ PUBLISHED = {"lstm1": {100: 99.4, 200: 97.0, 400: 92.9, "n400": 55.9, "n800": 39
 def model_arguments(model: str) -> list[str]:
   """The config overrides of a model row: <kind>[_<option>...], kind lstm1,
   lstm2 or fhe; options g<γ> (the sparsity target, fhe), b<β> (the sparsity
-  cost's weight, fhe), prefix or kth (an
-  oracle gate in training and at test, fhe), samples<S> (S gate samples of
-  each example, fhe), detach (REINFORCE reaches the gate's weights only:
-  `model.reinforce_encoder` false, fhe), gpos (positions to the gate alone:
-  `model.gate_positions`, fhe) and pos (`model.positions`)."""
+  cost's weight, fhe), prefix or kth (an oracle gate in training and at
+  test, fhe), samples<S> (S gate samples of each example, fhe), detach
+  (REINFORCE reaches the gate's weights only: `model.reinforce_encoder`
+  false, fhe), gpos (positions to the gate alone: `model.gate_positions`,
+  fhe) and pos (`model.positions`)."""
   kind, *options = model.split("_")
   if kind not in ("lstm1", "lstm2", "fhe"):
     raise ValueError(f"unknown model {model!r}: lstm1, lstm2 or fhe, then options "
@@ -56,7 +56,8 @@ def model_arguments(model: str) -> list[str]:
         raise ValueError(f"model {model!r}: {option[0]}<{field}> needs a number") from None
     else:
       raise ValueError(f"model {model!r}: unknown option {option!r} for {kind} (fhe: "
-                       "g<gamma>, b<beta>, prefix, kth, samples<S>, detach, gpos, pos; lstm1, lstm2: pos)")
+                       "g<gamma>, b<beta>, prefix, kth, samples<S>, detach, gpos, pos; "
+                       "lstm1, lstm2: pos)")
   return out
 
 
