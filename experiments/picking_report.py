@@ -19,6 +19,9 @@ PUBLISHED = {"lstm1": {100: 99.4, 200: 97.0, 400: 92.9, "n400": 55.9, "n800": 39
         "fhe": {100: 99.5, 200: 99.4, 400: 96.9, "n400": 97.6, "n800": 95.6,
                 "n1600": 93.3, "n10000": 66.8}}
 
+_GATE_NUMBERS = {"g": "gamma", "b": "beta"}          # option prefix -> config.gate field
+
+
 def model_arguments(model: str) -> list[str]:
   """The config overrides of a model row: <kind>[_<option>...], kind lstm1,
   lstm2 or fhe; options g<γ> (the sparsity target, fhe), b<β> (the sparsity
@@ -48,8 +51,8 @@ def model_arguments(model: str) -> list[str]:
       out.append("--config.model.reinforce_encoder=false")
     elif kind == "fhe" and option.startswith("samples") and option[7:].isdigit():
       out.append(f"--config.gate.samples={int(option[7:])}")
-    elif kind == "fhe" and option[:1] in ("g", "b"):
-      field = {"g": "gamma", "b": "beta"}[option[0]]
+    elif kind == "fhe" and option[:1] in _GATE_NUMBERS:
+      field = _GATE_NUMBERS[option[0]]
       try:
         out.append(f"--config.gate.{field}={float(option[1:])}")
       except ValueError:
