@@ -7,7 +7,7 @@ import json
 import os
 import statistics
 
-from experiments.grid import finished_results, mean_std
+from experiments.grid import finished_results, mean_std, paired
 
 LONG = (400, 800, 1600, 10_000)
 TRAINED = 200            # the length the longer tests are trained at
@@ -107,6 +107,26 @@ def _slope(root: str, name: str, results: list[dict]) -> str:
   return mean_std(values)
 
 
+def _paired_lines(root: str, models, lengths) -> list[str]:
+  """Table rows 'M − B (paired)': each model M but the baselines against each
+  baseline B (lstm1, lstm2) among `models`, paired by seed (`grid.paired`)."""
+  baselines = [b for b in ("lstm1", "lstm2") if b in models]
+  lines = []
+  for n in lengths:
+    for model in models:
+      for base in baselines if model not in baselines else ():
+        rows = {name: finished_results(root, f"{name}_n{n}") for name in (model, base)}
+        seeds = sorted({r["seed"] for r in rows[model]} & {r["seed"] for r in rows[base]})
+        if len(seeds) < 2:
+          continue
+        splits = ["test"] + ([f"n{m}" for m in LONG] if n == TRAINED else [""] * len(LONG))
+        cells = [paired(rows, model, base, ("scores", s)) if s else "" for s in splits]
+        lines.append("| " + " | ".join(
+            [f"{model} − {base} (paired)", str(n), ",".join(map(str, seeds)), cells[0], "", ""]
+            + cells[1:] + [paired(rows, model, base, ("scores", "malicious")), ""]) + " |")
+  return lines
+
+
 def picking_table(root: str, models, lengths, config: str, extra: list[str]) -> str:
   """ROOT/table.md's text (module docstring) for runs of `config` with `extra`."""
   head = ["model", "n", "seeds", "test at n", "openness at n", "gate slope"] + [
@@ -130,6 +150,7 @@ def picking_table(root: str, models, lengths, config: str, extra: list[str]) -> 
             [f"{model} (slides)", str(n), "", f"{published[n]}", "", ""]
             + [str(published.get(f"n{m}", "")) if n == TRAINED else "" for m in LONG] + ["", ""])
             + " |")
+  lines += _paired_lines(root, models, lengths)
   command = " ".join(["python -m experiments.picking", f"--config={config}"] + extra)
   return ("\n".join(lines) + "\n\nAccuracy and gate openness (share of real digits "
           "read) in %, mean ± sample std over seeds; k in the trained range at every "
@@ -138,7 +159,8 @@ def picking_table(root: str, models, lengths, config: str, extra: list[str]) -> 
           "baselines; 1/2: the prefix oracle; 1: the kth). Each run: "
           f"`{command} --config.model.kind=M --config.min_length=n --config.max_length=n "
           "--config.seed=S --workdir=DIR`; (slides): the slides' numbers (Tables 2 and 4, "
-          "FHE-fixed).\n")
+          "FHE-fixed); A − B (paired): mean ± standard error of the per-seed difference, "
+          "over the seeds both have (two at least).\n")
 
 
 def draw_figures(workdir: str, root: str) -> list[str]:

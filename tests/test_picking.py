@@ -264,5 +264,16 @@ def test_the_grid_table_and_figures(straight, tmp_path):
   text = picking_report.picking_table(str(tmp_path), ["fhe", "lstm1"], [12, 200], "C.py", [])
   assert "| fhe | 12 | 0 |" in text and "lstm1" not in text.split("\n\n")[0]
   assert "`python -m experiments.picking --config=C.py --config.model.kind=M" in text
+  for name, seed, accuracy in (("fhe", 0, 0.5), ("fhe", 1, 0.7), ("lstm1", 0, 0.4),
+                                ("lstm1", 1, 0.5)):   # differences +10, +20: +15 ± 5 (std error)
+    run = tmp_path / f"{name}_n12_s{seed}"
+    if not run.exists():
+      shutil.copytree(tmp_path / "fhe_n12_s0", run)
+    result = json.loads((run / "results.json").read_text())
+    result["seed"], result["scores"]["test"]["accuracy"] = seed, accuracy
+    (run / "results.json").write_text(json.dumps(result))
+  text = picking_report.picking_table(str(tmp_path), ["fhe", "lstm1"], [12], "C.py", [])
+  assert "| fhe − lstm1 (paired) | 12 | 0,1 | +15.00 ± 5.00 |" in text
+  assert "lstm1 − fhe" not in text
   for png in picking_report.draw_figures(str(tmp_path / "fhe_n12_s0"), str(tmp_path)):
     assert open(png, "rb").read(8) == b"\x89PNG\r\n\x1a\n"
