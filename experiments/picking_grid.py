@@ -27,7 +27,8 @@ finished run (results.json) is not repeated, so rerunning resumes
 (`grid.run_commands`; --parallel=N pins N runs to a core each).
 ROOT/table.md: accuracy (%) at the training length and the gate openness
 there, and the n = 200 runs' longer lengths and malicious set (mean ± sample
-std over seeds), with the slides' numbers (their Tables 2 and 4).
+std over seeds), with the slides' numbers (their Tables 2 and 4), and each
+other model paired with LSTM1 and LSTM2 by seed (mean ± standard error).
 ROOT/gates_by_position.png (Figure 3: openness and focus at each position,
 one panel per k asked) and ROOT/open_gates.png, from the profile.json of the
 first finished FHE run at n = 200 (--figure_run: another workdir).
