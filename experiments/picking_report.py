@@ -107,23 +107,25 @@ def _slope(root: str, name: str, results: list[dict]) -> str:
   return mean_std(values)
 
 
-def _paired_lines(root: str, models, lengths) -> list[str]:
+def _paired_lines(runs: dict, models, lengths) -> list[str]:
   """Table rows 'M − B (paired)': each model M but the baselines against each
-  baseline B (lstm1, lstm2) among `models`, paired by seed (`grid.paired`)."""
+  baseline B (lstm1, lstm2) among `models`, paired by seed (`grid.paired`);
+  runs[(model, n)]: the finished runs' results."""
   baselines = [b for b in ("lstm1", "lstm2") if b in models]
   lines = []
   for n in lengths:
     for model in models:
       for base in baselines if model not in baselines else ():
-        rows = {name: finished_results(root, f"{name}_n{n}") for name in (model, base)}
+        rows = {name: runs[name, n] for name in (model, base)}
         seeds = sorted({r["seed"] for r in rows[model]} & {r["seed"] for r in rows[base]})
         if len(seeds) < 2:
           continue
-        splits = ["test"] + ([f"n{m}" for m in LONG] if n == TRAINED else [""] * len(LONG))
-        cells = [paired(rows, model, base, ("scores", s)) if s else "" for s in splits]
+        longer = [paired(rows, model, base, ("scores", f"n{m}")) if n == TRAINED else ""
+                  for m in LONG]
         lines.append("| " + " | ".join(
-            [f"{model} − {base} (paired)", str(n), ",".join(map(str, seeds)), cells[0], "", ""]
-            + cells[1:] + [paired(rows, model, base, ("scores", "malicious")), ""]) + " |")
+            [f"{model} − {base} (paired)", str(n), ",".join(map(str, seeds)),
+             paired(rows, model, base, ("scores", "test")), "", ""]
+            + longer + [paired(rows, model, base, ("scores", "malicious")), ""]) + " |")
   return lines
 
 
@@ -132,9 +134,10 @@ def picking_table(root: str, models, lengths, config: str, extra: list[str]) -> 
   head = ["model", "n", "seeds", "test at n", "openness at n", "gate slope"] + [
       f"{n:,}" for n in LONG] + ["malicious", "train min / run"]
   lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
+  runs = {(m, n): finished_results(root, f"{m}_n{n}") for m in models for n in lengths}
   for model in models:
     for n in lengths:
-      found = finished_results(root, f"{model}_n{n}")
+      found = runs[model, n]
       if not found:
         continue
       cells = [model, str(n), ",".join(str(r["seed"]) for r in found),
@@ -150,7 +153,7 @@ def picking_table(root: str, models, lengths, config: str, extra: list[str]) -> 
             [f"{model} (slides)", str(n), "", f"{published[n]}", "", ""]
             + [str(published.get(f"n{m}", "")) if n == TRAINED else "" for m in LONG] + ["", ""])
             + " |")
-  lines += _paired_lines(root, models, lengths)
+  lines += _paired_lines(runs, models, lengths)
   command = " ".join(["python -m experiments.picking", f"--config={config}"] + extra)
   return ("\n".join(lines) + "\n\nAccuracy and gate openness (share of real digits "
           "read) in %, mean ± sample std over seeds; k in the trained range at every "
