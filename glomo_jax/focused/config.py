@@ -12,7 +12,7 @@ import jax.numpy as jnp
 from glomo_jax.config import from_dict
 from glomo_jax.downstream.config import DownstreamConfig
 from glomo_jax.downstream.options import DOWNSTREAM_MOVED_FIELDS, OptimOptions
-from glomo_jax.focused.model import DECISIONS, KINDS, ORACLES
+from glomo_jax.focused.model import DECISIONS, KINDS, ORACLES, PickingReader
 from glomo_jax.focused.objective import focused_loss
 from glomo_jax.train.config import DOWNSTREAM_LOOP, LoopOptions
 
@@ -56,6 +56,12 @@ class FocusedOptions:
   reinforce_encoder: bool = True
   train_gate: str = "sample"
   test_gate: str = "sample"
+
+  def reader(self) -> PickingReader:
+    """The `PickingReader` these options describe."""
+    return PickingReader(self.kind, self.hidden, self.digit_dim, self.gate_hidden,
+                         self.attention_hidden, self.position_scale, self.positions,
+                         self.reinforce_encoder, self.gate_positions)
 
   def check(self) -> None:
     if self.kind not in KINDS:

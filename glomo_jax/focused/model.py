@@ -244,6 +244,12 @@ class PickingReader(nn.Module):
   reinforce_encoder: bool = True
   gate_positions: bool = False
 
+  @staticmethod
+  def example_inputs() -> tuple[jax.Array, jax.Array, jax.Array]:
+    """(digits, length, k) of one 2-digit sequence: inputs to `init` with."""
+    one = jnp.ones((1,), jnp.int32)
+    return jnp.zeros((1, 2), jnp.int32), one, one
+
   @nn.compact
   def __call__(self, digits: jax.Array, length: jax.Array, k: jax.Array, *,
                decide: str = "threshold", rng: jax.Array | None = None) -> Answer:

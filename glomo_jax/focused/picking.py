@@ -52,6 +52,11 @@ class PickingSet:
   def max_length(self) -> int:
     return self.digits.shape[1]
 
+  def rows(self, indices) -> "PickingSet":
+    """The examples at `indices` (int [M]; repeats allowed), as a set."""
+    idx = np.asarray(indices, np.int64)
+    return PickingSet(self.digits[idx], self.lengths[idx], self.k[idx], self.targets[idx])
+
   def batch(self, indices, size: int) -> dict[str, np.ndarray]:
     """Examples `indices` as a batch of `size` rows (the missing ones with
     weight 0), padded to `max_length`: digits int32 [size, T], length, k,

@@ -68,21 +68,30 @@ def length_splits(config: PickingConfig) -> list[tuple[str, int, bool]]:
   return out
 
 
+def length_set(config: PickingConfig, n: int, any_k: bool = False) -> PickingSet:
+  """The test set of n-digit sequences: split n<n> (k in the trained range)
+  or, any_k, n<n>_anyk (k up to n)."""
+  c = config
+  return generate(_stream(c, "n_anyk" if any_k else "n", n), c.test_examples, n, n, c.min_k,
+                  None if any_k else c.trained_max_k)
+
+
+def _stream(config: PickingConfig, name: str, n: int = 0) -> np.random.Generator:
+  """The generator of one set (`STREAMS`; n: its length, for the n<L> sets)."""
+  return np.random.default_rng([config.data_seed, STREAMS[name], n])
+
+
 def load_picking(config: PickingConfig) -> dict[str, PickingSet]:
   """Every set of the module docstring, by split name."""
   c = config
-
-  def rng(stream: str, n: int = 0):
-    return np.random.default_rng([c.data_seed, STREAMS[stream], n])
   trained = dict(min_k=c.min_k, max_k=c.trained_max_k)
-  splits = {name: generate(rng(name), count, c.min_length, c.max_length, **trained)
+  splits = {name: generate(_stream(c, name), count, c.min_length, c.max_length, **trained)
             for name, count in (("train", c.train_examples),
                                 (VALIDATION, c.validation_examples),
                                 ("test", c.test_examples))}
   for name, n, any_k in length_splits(c):
-    splits[name] = generate(rng("n_anyk" if any_k else "n", n), c.test_examples, n, n,
-                            c.min_k, None if any_k else c.trained_max_k)
-  splits["malicious"] = generate_malicious(rng("malicious"), c.test_examples, c.max_length,
+    splits[name] = length_set(c, n, any_k)
+  splits["malicious"] = generate_malicious(_stream(c, "malicious"), c.test_examples, c.max_length,
                                            c.malicious_max_run, **trained)
   if c.test_file:
     splits["file"] = read_picking(c.test_file)
@@ -97,10 +106,7 @@ class PickingTask(DownstreamTask):
   def __init__(self, config: PickingConfig, splits: Mapping[str, PickingSet]):
     self.splits = dict(splits)
     self.held_out = tuple(s for s in self.splits if s not in ("train", VALIDATION))
-    m = config.model
-    self.model = PickingReader(m.kind, m.hidden, m.digit_dim, m.gate_hidden,
-                               m.attention_hidden, m.position_scale, m.positions,
-                               m.reinforce_encoder, m.gate_positions)
+    self.model = config.model.reader()
     super().__init__(config, self.splits["train"],
                      lambda idx: self._batch("train", idx, config.optim.batch_size),
                      eval_batch_size=100)
@@ -112,8 +118,7 @@ class PickingTask(DownstreamTask):
 
   # ---- model ------------------------------------------------------------------
   def init_variables(self, rng):
-    one = jnp.ones((1,), jnp.int32)
-    return self.model.init(rng, jnp.zeros((1, 2), jnp.int32), one, one)
+    return self.model.init(rng, *PickingReader.example_inputs())
 
   def _answer(self, variables, batch, decide: str, rng=None):
     return self.model.apply(variables, batch["digits"], batch["length"], batch["k"],
@@ -157,7 +162,10 @@ class PickingTask(DownstreamTask):
             "gate_at": jnp.sum(out.readable * mask, 0),
             "focus_at": jnp.sum(out.attention * w[:, None], 0)}
 
-  def _sums(self, split: str, run_eval: RunEval) -> tuple[dict, dict]:
+  def split_sums(self, split: str, run_eval: RunEval) -> tuple[dict, dict]:
+    """(accuracy, loss and examples of a split; the sums of `eval_step`'s
+    other outputs over it, unrounded: 'opened', 'digits', 'gate_at',
+    'focus_at')."""
     extra: dict = {}
     scores = summed_accuracy((self._batch(split, indices, self.eval_batch_size)
                               for indices in batch_order(self.splits[split],
@@ -169,7 +177,7 @@ class PickingTask(DownstreamTask):
     """Accuracy (a fraction), mean loss, examples and gate openness of a
     split; a 'profile…' split (Figure 3's data) also gives the gate openness
     and mean attention at each position."""
-    scores, extra = self._sums(split, run_eval)
+    scores, extra = self.split_sums(split, run_eval)
     scores["openness"] = float(extra["opened"] / max(float(extra["digits"]), 1.0))
     if split.startswith("profile"):
       count = max(scores["examples"], 1.0)
@@ -198,7 +206,7 @@ class PickingTask(DownstreamTask):
       self.splits[f"profile_{k}"] = sequences.with_k(k)
       profile.append({"k": k, **ctx.evaluate(f"profile_{k}", best)})
     test = self.splits["test"]
-    one = _subset(test, np.zeros(self.eval_batch_size, np.int64))   # one example, repeated
+    one = test.rows(np.zeros(self.eval_batch_size, np.int64))   # one example, repeated
     self.splits["profile_sequence"] = one
     seen = ctx.evaluate("profile_sequence", best)
     n = int(test.lengths[0])
@@ -218,10 +226,6 @@ def sample_copies(batch: dict, samples: int) -> dict:
     return batch
   return {name: jnp.tile(value, (samples,) + (1,) * (jnp.ndim(value) - 1))
           for name, value in batch.items()}
-
-
-def _subset(data: PickingSet, rows: np.ndarray) -> PickingSet:
-  return PickingSet(data.digits[rows], data.lengths[rows], data.k[rows], data.targets[rows])
 
 
 @holding_workdir

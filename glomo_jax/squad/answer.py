@@ -16,7 +16,8 @@ from typing import NamedTuple
 import jax
 import numpy as np
 
-from glomo_jax.downstream.run import RESULTS_FILE, load_predictor
+from glomo_jax.downstream.best import abstract_variables, restore_best
+from glomo_jax.downstream.run import load_predictor
 from glomo_jax.focused.model import evaluation_rng
 from glomo_jax.squad.batching import make_squad_batch
 from glomo_jax.squad.config import SquadConfig
@@ -32,12 +33,6 @@ class Answer(NamedTuple):
   start: int            # its first and last character + 1 in the passage
   end: int
   probability: float    # P(start) · P(end) under the reader
-
-
-def _unfit(best: str, why: str) -> ValueError:
-  return ValueError(f"{best}: the saved variables could not be restored into the reader "
-                    f"{CONFIG_FILE} describes ({why}); a run trained by another version of "
-                    "glomo_jax must be trained again with this one")
 
 
 class Answerer:
@@ -68,39 +63,9 @@ class Answerer:
     self._apply = jax.jit(self.model.apply, static_argnames="train")
 
   def _restore(self, workdir: str) -> dict:
-    from glomo_jax.train.checkpoint import Checkpointer  # noqa: PLC0415
     batch = self._batch("a b", "a")
     inputs = {k: v for k, v in batch.items() if k not in ("start", "end", "weight")}
-    shapes = jax.eval_shape(lambda: self.model.init(jax.random.key(0), **inputs))
-    device = jax.sharding.SingleDeviceSharding(jax.devices()[0])
-    abstract = {"params": jax.tree.map(
-        lambda x: jax.ShapeDtypeStruct(x.shape, x.dtype, sharding=device), shapes["params"]),
-        "batch_stats": {}}
-    best = os.path.join(workdir, "best")
-    unevaluated = FileNotFoundError(f"{workdir} has no best variables yet (the run has "
-                                    "not evaluated once): train it longer")
-    if not os.path.isdir(best):
-      raise unevaluated
-    checkpoints = Checkpointer(best, keep=None)
-    results = os.path.join(workdir, RESULTS_FILE)
-    try:
-      if not checkpoints.steps():
-        raise unevaluated
-      step = checkpoints.steps()[-1]
-      if os.path.isfile(results):              # finished: the step its record names
-        with open(results, encoding="utf-8") as f:
-          step = int(json.load(f)["best_step"])
-      difference = checkpoints.shape_difference(step, abstract)
-      if difference is not None:
-        raise _unfit(best, difference)
-      if os.path.isfile(results):
-        return checkpoints.restore(step, abstract)[0]
-      restored = checkpoints.restore_latest(abstract)
-      if restored is None:
-        raise _unfit(best, "no checkpoint loads")
-      return restored[0]
-    finally:
-      checkpoints.close()
+    return restore_best(workdir, abstract_variables(self.model, **inputs), "the reader")
 
   def _batch(self, passage: str, question: str) -> dict:
     paragraph = Paragraph.from_text("", passage)
