@@ -281,41 +281,56 @@ def test_the_grid_table_and_figures(straight, tmp_path):
 
 def test_where_a_run_reads_span_by_span(straight, tmp_path):
   """glomo_jax.focused.spans and experiments.picking_spans on the tiny run:
-  the run's own n24 scores again, the spans' shares, the errors."""
+  the run's own n24 scores again, the prefix oracle's spans exactly, the
+  table, the errors."""
   import sys  # noqa: PLC0415
   sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-  from experiments.picking_spans import spans_table  # noqa: PLC0415
-  from glomo_jax.focused.spans import load_picking_run, read_by_span, span_edges  # noqa: PLC0415
+  from experiments.picking_spans import questions, spans_table  # noqa: PLC0415
+  from glomo_jax.focused.spans import SpanReader, load_picking_run, span_edges  # noqa: PLC0415
   config, root, results = straight
   assert span_edges(20, 200, 10_000) == [0, 20, 200, 400, 800, 1600, 3200, 6400, 10_000]
   assert span_edges(200, 200, 1000) == [0, 200, 400, 800, 1000]
   assert span_edges(3, 5, 5) == [0, 3, 5]
-  with pytest.raises(ValueError, match="1 <= k <= length"):
-    span_edges(6, 5, 5)
+  for k, trained, length in ((6, 5, 5), (6, 5, 10), (0, 5, 5), (2, 5, 4)):
+    with pytest.raises(ValueError, match="1 <= k <= trained <= length"):
+      span_edges(k, trained, length)
   loaded, variables = load_picking_run(str(root / "straight"))
   assert loaded == config
   n24 = load_picking(config)["n24"]                        # each example its own k
-  read = read_by_span(config, variables, n24, [0, 12, 24])
+  read = SpanReader(config, variables).read(n24, [0, 12, 24])
   scored = results["scores"]["n24"]                        # the same evaluation, the same gates
   assert read["accuracy"] == scored["accuracy"] and read["examples"] == 8
   assert [(s["first"], s["last"]) for s in read["spans"]] == [(1, 12), (13, 24)]
   assert np.mean([s["openness"] for s in read["spans"]]) == pytest.approx(scored["openness"])
-  assert 0 < sum(s["attention"] for s in read["spans"]) <= 1 + 1e-5
+  # the prefix oracle opens exactly digits 1..k, and the attention reads only those
+  prefix = config.replace(model=dataclasses.replace(config.model, test_gate="prefix"))
+  oracle = SpanReader(prefix, variables)
+  for k in (3, 12):
+    spans = oracle.read(n24.with_k(k), span_edges(k, 12, 24))["spans"]
+    assert spans[0]["openness"] == 1 and spans[0]["attention"] == pytest.approx(1, abs=1e-5)
+    assert all(s["openness"] == 0 and s["attention"] == 0 for s in spans[1:])
   for bad, fragment in (([0, 12, 25], "rise from 0 to the length 24"), ([0, 12, 12, 24], "rise")):
     with pytest.raises(ValueError, match=fragment):
-      read_by_span(config, variables, n24, bad)
+      oracle.read(n24, bad)
   with pytest.raises(ValueError, match="one length"):
-    read_by_span(config, variables, load_picking(config)["test"], [0, 12])
-  text = spans_table(str(root / "straight"), 24, [3, 12], 5)
+    oracle.read(load_picking(config)["test"], [0, 12])
+  text = spans_table(str(root / "straight"), 24, [3, 12], 20)   # more than the run's 8
   head, rows = text.split("\n")[1], text.split("\n")[3:]
   assert head == "| k | accuracy | 1..k | k+1..12 | 13..24 |" and len(rows) == 2
-  assert rows[1].split(" | ")[3] == "–" and "5 sequences of 24 digits" in text
-  with pytest.raises(ValueError, match="every --k in 1..12"):
-    spans_table(str(root / "straight"), 24, [13], 5)
+  assert all(row.count("|") == head.count("|") for row in rows)
+  assert rows[1].split(" | ")[3] == "–" and "20 sequences of 24 digits" in text
+  for args, fragment in (((24, [13], 5), "every --k must be in 1..12"),
+                         ((11, [3], 5), "--length must be >= the run's training length 12"),
+                         ((24, [3], 0), "--examples must be >= 1")):
+    with pytest.raises(ValueError, match=fragment):
+      spans_table(str(root / "straight"), *args)
+  assert questions(["20", "100"]) == [20, 100] and questions(None) is None
+  with pytest.raises(ValueError, match="--k takes whole numbers"):
+    questions(["20", "x"])
   with pytest.raises(FileNotFoundError, match="not a picking run"):
     load_picking_run(str(tmp_path))
   (tmp_path / "config.json").write_text(json.dumps({"model": {"kind": "fhe"}, "lr": 1}))
-  with pytest.raises(ValueError, match="not a picking run's config"):
+  with pytest.raises(ValueError, match="config.json: not a picking run's config"):
     load_picking_run(str(tmp_path))
   (tmp_path / "config.json").write_text(json.dumps(config.to_dict()))
   with pytest.raises(FileNotFoundError, match="no best variables yet"):
