@@ -11,7 +11,7 @@ Conditional Sequence Processing" (docs/focused.md), on the training loop.
 * `config`, `task`: `PickingConfig`, `PickingTask`, `run_picking` (the run
   kind 'picking').
 * `spans`: where a trained reader reads on longer sequences (the gate
-  openness and the attention's mass span by span; `load_picking_run`).
+  openness and the attention's mass span by span: `SpanReader`; `load_picking_run`).
 """
 from glomo_jax.focused.config import FocusedOptions, GateObjective, PickingConfig
 from glomo_jax.focused.model import FocusedEncoder, PickingReader
