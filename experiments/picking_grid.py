@@ -41,14 +41,13 @@ from absl import flags
 
 from experiments import cli
 from experiments.grid import run_command, run_commands, write_table
-from experiments.picking_report import (TRAINED, draw_figures, model_arguments, picking_table,
-                                        run_arguments)
+from experiments.picking_report import (OPTIONS, TRAINED, draw_figures, model_arguments,
+                                        picking_table, run_arguments)
 
 _ROOT = flags.DEFINE_string("root", None, "Directory of the runs (ROOT/MODEL_nN_sSEED).")
 _CONFIG = flags.DEFINE_string("config", "experiments/configs/picking.py", "Config file.")
-_MODELS = flags.DEFINE_list("models", ["lstm1", "lstm2", "fhe"], "lstm1, lstm2, fhe, with "
-                            "options _g<gamma>, _b<beta>, _prefix, _kth, _samples<S>, _detach, "
-                            "_gpos, _pos.")
+_MODELS = flags.DEFINE_list("models", ["lstm1", "lstm2", "fhe"],
+                            f"lstm1, lstm2, fhe, with options {OPTIONS}.")
 _LENGTHS = flags.DEFINE_list("lengths", ["200"], "Training lengths n.")
 _SEEDS = flags.DEFINE_list("seeds", ["0", "1", "2", "3", "4"], "Seeds (config.seed).")
 _PARALLEL = flags.DEFINE_integer("parallel", 1, "Runs at once, one CPU core each.")

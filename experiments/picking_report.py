@@ -20,6 +20,8 @@ PUBLISHED = {"lstm1": {100: 99.4, 200: 97.0, 400: 92.9, "n400": 55.9, "n800": 39
                 "n1600": 93.3, "n10000": 66.8}}
 
 _GATE_NUMBERS = {"g": "gamma", "b": "beta"}          # option prefix -> config.gate field
+# a model row's options (`model_arguments`), as errors and --models' help name them
+OPTIONS = "_g<gamma>, _b<beta>, _prefix, _kth, _samples<S>, _detach, _gpos (fhe); _pos (any)"
 
 
 def model_arguments(model: str) -> list[str]:
@@ -32,8 +34,7 @@ def model_arguments(model: str) -> list[str]:
   fhe) and pos (`model.positions`)."""
   kind, *options = model.split("_")
   if kind not in ("lstm1", "lstm2", "fhe"):
-    raise ValueError(f"unknown model {model!r}: lstm1, lstm2 or fhe, then options "
-                     "_g<gamma>, _b<beta>, _prefix, _kth, _samples<S>, _detach, _gpos, _pos")
+    raise ValueError(f"unknown model {model!r}: lstm1, lstm2 or fhe, then options {OPTIONS}")
   out = [f"--config.model.kind={kind}"]
   if sum(o in ("prefix", "kth") for o in options) + any(o.startswith("samples")
                                                         for o in options) > 1:
@@ -58,9 +59,8 @@ def model_arguments(model: str) -> list[str]:
       except ValueError:
         raise ValueError(f"model {model!r}: {option[0]}<{field}> needs a number") from None
     else:
-      raise ValueError(f"model {model!r}: unknown option {option!r} for {kind} (fhe: "
-                       "g<gamma>, b<beta>, prefix, kth, samples<S>, detach, gpos, pos; "
-                       "lstm1, lstm2: pos)")
+      raise ValueError(f"model {model!r}: unknown option {option!r} for {kind} (options: "
+                       f"{OPTIONS})")
   return out
 
 
