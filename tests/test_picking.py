@@ -285,7 +285,7 @@ def test_where_a_run_reads_span_by_span(straight, tmp_path):
   table, the errors."""
   import sys  # noqa: PLC0415
   sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-  from experiments.picking_spans import questions, spans_table  # noqa: PLC0415
+  from experiments.picking_report import questions, spans_table  # noqa: PLC0415
   from glomo_jax.focused.spans import SpanReader, load_picking_run, span_edges  # noqa: PLC0415
   config, root, results = straight
   assert span_edges(20, 200, 10_000) == [0, 20, 200, 400, 800, 1600, 3200, 6400, 10_000]
@@ -327,6 +327,15 @@ def test_where_a_run_reads_span_by_span(straight, tmp_path):
   assert questions(["20", "100"]) == [20, 100] and questions(None) is None
   with pytest.raises(ValueError, match="--k takes whole numbers"):
     questions(["20", "x"])
+  import subprocess  # noqa: PLC0415
+  from conftest import REPO  # noqa: PLC0415
+  spans = [sys.executable, "-m", "experiments.picking_spans", f"--workdir={root / 'straight'}",
+           "--length=24", "--examples=4"]
+  out = subprocess.run(spans + ["--k=3"], cwd=REPO, capture_output=True, text=True, timeout=300)
+  assert out.returncode == 0 and out.stdout.count("\n| 3 | ") == 1, out.stderr[-2000:]
+  out = subprocess.run(spans + ["--k=3,x"], cwd=REPO, capture_output=True, text=True,
+                       timeout=300)
+  assert out.returncode == 1 and "error: --k takes whole numbers" in out.stderr
   with pytest.raises(FileNotFoundError, match="not a picking run"):
     load_picking_run(str(tmp_path))
   (tmp_path / "config.json").write_text(json.dumps({"model": {"kind": "fhe"}, "lr": 1}))
