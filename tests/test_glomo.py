@@ -29,7 +29,7 @@ def test_no_output_at_t_depends_on_a_later_token(overrides):
   model, variables, tokens = init_model(config, batch=1, length=7)
   emb = model.apply(variables, tokens, method=GLoMo.embed)
   for which in ("fw", "bw"):
-    jac_g, jac_f = jax.jacrev(lambda e: direction_outputs(model, variables, e, which))(emb)
+    jac_g, jac_f = jax.jit(jax.jacrev(lambda e: direction_outputs(model, variables, e, which)))(emb)
     # jac_g: [B, L, K, T(target j), T(source i), B, T(input s), d]
     dep_g = np.abs(np.asarray(jac_g)).sum(axis=(0, 1, 2, 4, 5, 7))     # [j, s]
     dep_f = np.abs(np.asarray(jac_f)).sum(axis=(0, 1, 3, 4, 6))        # [t, s]

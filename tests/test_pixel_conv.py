@@ -27,7 +27,7 @@ def test_output_depends_on_exactly_the_earlier_pixels(norm):
   stack = PixelConvStack(2, F, (H, W), kernel_size=3, norm=norm)
   x = np.random.default_rng(1).standard_normal((1, H * W, C)).astype(np.float32)
   variables = stack.init(jax.random.PRNGKey(0), x, None, False)
-  jac = jax.jacobian(lambda x: stack.apply(variables, x, None, False))(x)
+  jac = jax.jit(jax.jacobian(lambda x: stack.apply(variables, x, None, False)))(x)
   dep = np.abs(np.asarray(jac)[0, :, :, 0]).sum(axis=(1, 3))   # [target t, source s]
   t_idx, s_idx = np.indices(dep.shape)
   assert np.all(dep[s_idx > t_idx] == 0)

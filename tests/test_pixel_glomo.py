@@ -54,7 +54,7 @@ def test_graph_rows_and_features_never_depend_on_later_pixels(norm):
   t_idx, s_idx = np.indices((H * W, H * W))
   later = s_idx > t_idx
 
-  jac = np.asarray(jax.jacobian(lambda x: graph.apply(gv, x, None, False))(x))
+  jac = np.asarray(jax.jit(jax.jacobian(lambda x: graph.apply(gv, x, None, False)))(x))
   dep = np.abs(jac[0]).sum(axis=(0, 1, 3, 4, 6))          # [target t, input s]
   assert np.all(dep[later] == 0) and dep[~later].sum() > 0
   rows = np.asarray(g)[0].sum(-1)
@@ -62,7 +62,7 @@ def test_graph_rows_and_features_never_depend_on_later_pixels(norm):
 
   def features(x):
     return feats.apply(fv, x, graph.apply(gv, x, None, False))[-1]
-  jac = np.abs(np.asarray(jax.jacobian(features)(x))[0]).sum(axis=(1, 2, 4))  # [t, s]
+  jac = np.abs(np.asarray(jax.jit(jax.jacobian(features))(x))[0]).sum(axis=(1, 2, 4))  # [t, s]
   assert np.all(jac[later] == 0)
 
 
