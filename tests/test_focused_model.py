@@ -264,7 +264,7 @@ def test_reinforce_reaches_the_encoder_only_when_asked(reinforce_encoder):
     out = model.apply({"params": params}, digits, lengths, k, decide="sample",
                       rng=jax.random.key(3))
     return jnp.sum(gate_log_prob(out.gate_logits, out.readable, out.mask))
-  grads = jax.grad(surrogate)(variables["params"])
+  grads = jax.jit(jax.grad(surrogate))(variables["params"])
 
   def moved(tree):
     return any(np.any(np.asarray(g) != 0) for g in jax.tree_util.tree_leaves(tree))

@@ -196,7 +196,7 @@ def test_an_oracle_gate_trains_and_tests_open_where_it_says(tmp_path):
       value, metrics, _ = task.loss(dict(variables, params=params), batch,
                                     {"gate": jax.random.key(1)})
       return value, metrics
-    grads, metrics = jax.grad(loss, has_aux=True)(variables["params"])
+    grads, metrics = jax.jit(jax.grad(loss, has_aux=True))(variables["params"])
     gate = np.concatenate([np.ravel(g) for g in
                            jax.tree_util.tree_leaves(grads["encoder"]["gate"])])
     assert np.any(gate != 0) == moves and ("reward" in metrics) == moves, train_gate
