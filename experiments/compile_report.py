@@ -22,16 +22,20 @@ _MOSAIC = re.compile(r'%([A-Za-z_]\w*?)(?:\.\d+)? = [^\n]*custom_call_target="tp
 
 
 @contextlib.contextmanager
-def no_persistent_cache():
-  """Nothing written to JAX's persistent compilation cache (where one is
-  set): an executable of compile-only devices cannot be loaded back."""
-  name = "jax_persistent_cache_min_compile_time_secs"
+def jax_config(name: str, value):
+  """JAX's config option `name` set to `value` within the block."""
   before = getattr(jax.config, name)
-  jax.config.update(name, float("inf"))
+  jax.config.update(name, value)
   try:
     yield
   finally:
     jax.config.update(name, before)
+
+
+def no_persistent_cache():
+  """Nothing written to JAX's persistent compilation cache (where one is
+  set): an executable of compile-only devices cannot be loaded back."""
+  return jax_config("jax_persistent_cache_min_compile_time_secs", float("inf"))
 
 
 def mosaic_calls(hlo_text: str) -> dict[str, int]:

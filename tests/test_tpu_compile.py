@@ -9,12 +9,11 @@ train step is compiled at its own sizes (V 100,000, batch 32 × 200).
 
 The programs compile at the compiler's least execution-time optimisation
 effort (`jax_exec_time_optimization_effort` -1, a test-suite setting like the
-CPU's cheap compiles: two to three times quicker, the same kernels and
+CPU's cheap compiles: its slowest programs 2–3× quicker, the same kernels and
 shardings, a different schedule); the comparison of the fused and reference
 steps' memory, which is the scheduler's result, compiles at the default.
 `experiments.tpu_compile` keeps the default.
 """
-import contextlib
 import dataclasses
 import functools
 import importlib.util
@@ -28,7 +27,7 @@ import jax.numpy as jnp
 import pytest
 
 from experiments import compile_targets
-from experiments.compile_report import Checker
+from experiments.compile_report import Checker, jax_config
 from experiments.configs import cifar as cifar_configs
 from experiments.configs import imdb as imdb_configs
 from experiments.configs import images_pretrain as image_configs
@@ -64,16 +63,9 @@ def devices(name: str):
   return tuple(compile_devices(parse_slice(name)))
 
 
-@contextlib.contextmanager
 def effort(value: float):
   """The compiler's execution-time optimisation effort, -1 (least) to 1."""
-  name = "jax_exec_time_optimization_effort"
-  before = getattr(jax.config, name)
-  jax.config.update(name, value)
-  try:
-    yield
-  finally:
-    jax.config.update(name, before)
+  return jax_config("jax_exec_time_optimization_effort", value)
 
 
 @pytest.fixture(autouse=True)
