@@ -6,15 +6,23 @@ BIN := $(VENV)/bin
 
 .PHONY: install install-test test demo equivalence bench bench-all bench-gpu bench-gpu-kernels clean
 
+# The project's packages go in with uv, which installs the test extras
+# (TensorFlow, libtpu) in seconds where pip takes a minute or more; where uv
+# cannot (it is missing, or only pip's own configuration names the package
+# index), pip installs them.
 $(BIN)/python:
 	$(PY) -m venv $(VENV)
 	$(BIN)/pip install -q --upgrade pip
+	$(BIN)/pip install -q uv || echo "no uv: pip installs the packages"
+
+INSTALL = $(BIN)/uv pip install -q --python $(BIN)/python $(1) 2>/dev/null \
+	  || $(BIN)/pip install -q $(1)
 
 install: $(BIN)/python
-	$(BIN)/pip install -q -e .
+	$(call INSTALL,-e .)
 
 install-test: $(BIN)/python
-	$(BIN)/pip install -q -e '.[test]'
+	$(call INSTALL,-e '.[test]')
 
 # 8 fake CPU devices for the sharding tests; 2 workers (CI has 2 cores), each
 # given a contiguous half of the tests (a file's tests share their programs)
