@@ -127,7 +127,7 @@ def test_presets_build_configs(arg):
 
 
 def test_the_grid_runs_the_tiny_preset_and_tabulates(files, tmp_path):
-  from test_entry_point_errors import assert_one_line, run
+  from test_entry_point_errors import run
   path, export = files
   out = run(["-m", "experiments.classify_grid", "--entry=cifar",
              "--config=experiments/configs/cifar.py:tiny", f"--root={tmp_path}",
@@ -138,9 +138,6 @@ def test_the_grid_runs_the_tiny_preset_and_tabulates(files, tmp_path):
   assert "| variant | seeds | validation |" in out.stdout
   assert "| baseline | 0 |" in out.stdout and "| glomo | 0 |" in out.stdout
   assert "python -m experiments.cifar" in out.stdout
-  assert_one_line(run(["-m", "experiments.cifar", "--config=experiments/configs/cifar.py:tiny",
-                       "--config.variant=glomo", f"--workdir={tmp_path / 'x'}"]),
-                  "needs --config.predictor_export")
 
 
 def test_pixel_edges_are_graph_rows_and_the_figure_is_drawn(files, tmp_path):
@@ -161,7 +158,6 @@ def test_pixel_edges_are_graph_rows_and_the_figure_is_drawn(files, tmp_path):
   assert out.returncode == 0, out.stderr[-3000:]
   assert out_png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
   assert_one_line(run(base + ["--pixel=2"]), "--pixel must be row,column")
-  assert_one_line(run(base + ["--pixel=9,9"]), "outside the 4×4 image")
 
 
 def test_trains_on_mock_tfds_cifar10(tmp_path, caplog):

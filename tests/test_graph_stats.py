@@ -1,6 +1,7 @@
 """glomo_jax.eval.graph_stats: hand-computed cases, padding, batch and head
 alignment, the uniform reference; the experiments.graph_stats entry point on
 a tiny export."""
+import functools
 import json
 import math
 
@@ -157,12 +158,14 @@ def test_pretraining_eval_step_counts_the_live_rows_of_real_tokens():
   from glomo_jax.pretraining import GLoMoObjective  # noqa: PLC0415
   config = ModelConfig.tiny()
   objective = GLoMoObjective(config, 12, optax.sgd(1.0))
-  variables = objective.init_variables(jax.random.PRNGKey(0))
+  # jitted: eagerly, every op of the model compiles on its own
+  variables = jax.jit(objective.init_variables)(jax.random.PRNGKey(0))
   tokens = jax.random.randint(jax.random.PRNGKey(1), (3, 12), 4, config.vocab_size)
   mask = jnp.ones((3, 12), jnp.int32).at[1, 7:].set(0)
-  out = objective.eval_step(variables, {"tokens": tokens, "mask": mask})
-  graphs = np.asarray(GLoMo(config.replace(sample_positions=0)).apply(
-      variables, tokens, mask, method=GLoMo.graphs))         # [B, 2L, K, T, T]
+  out = jax.jit(objective.eval_step)(variables, {"tokens": tokens, "mask": mask})
+  graphs = np.asarray(jax.jit(functools.partial(
+      GLoMo(config.replace(sample_positions=0)).apply, method=GLoMo.graphs))(
+      variables, tokens, mask))                               # [B, 2L, K, T, T]
   live = (graphs.sum(-1) > 0.5) & np.asarray(mask, bool)[:, None, None, :]
   np.testing.assert_array_equal(out["live_rows"], live.sum((0, 3)))
   assert out["real_rows"] == 31 and "graphs" not in out

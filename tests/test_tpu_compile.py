@@ -126,17 +126,17 @@ def cut_pretraining(kernels: str) -> PretrainConfig:
 
 
 def test_pretraining_steps_reference_and_fused_the_fused_train_step_holds_less():
-  # train and eval steps with both kernel forms on 8 v5e chips, the train
-  # steps at the default effort: the fused one's heap of temporaries is
-  # smaller (at these sizes 21 MiB against 90)
+  # the train steps with both kernel forms on 8 v5e chips, at the default
+  # effort: the fused one's heap of temporaries is smaller (at these sizes
+  # 21 MiB against 90); the reference eval step too (the fused eval step:
+  # the v4-8 test below)
   rows = {}
   for k in ("reference", "fused"):
     with effort(0.0):
-      train = checker("pretrain").compile_all(cut_pretraining(k), ("train",))
-    rows[k] = train + checker("pretrain").compile_all(cut_pretraining(k), ("eval",))
+      rows[k] = checker("pretrain").compile_all(cut_pretraining(k), ("train",))
+  rows["reference"] += checker("pretrain").compile_all(cut_pretraining("reference"), ("eval",))
   fused, reference = rows["fused"], rows["reference"]
   assert sum(fused[0]["mosaic_calls"].values()) == 20
-  assert fused[1]["mosaic_calls"].get("tied_softmax_rows_tpu") == 1   # eval: no gradient kernels
   assert not reference[0]["mosaic_calls"] and not reference[1]["mosaic_calls"]
   assert fused[0]["memory"]["temp"] < reference[0]["memory"]["temp"]
   for row in fused + reference:    # the compiler's peak: the arguments live at least
