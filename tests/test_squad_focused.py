@@ -40,7 +40,7 @@ def test_focused_reader_shapes_padding_and_the_transfer_on_its_states():
   rng = np.random.default_rng(0)
   model = focused_reader("rnn")
   inputs = reader_inputs(rng, 3, 9, 5, [9, 4, 6], [5, 2, 3])
-  variables = model.init(jax.random.key(0), **inputs)
+  variables = jax.jit(model.init)(jax.random.key(0), **inputs)
   assert {"encoder", "focused", "transfer"} <= set(variables["params"])
   captured = jax.jit(lambda v, x: model.apply(
       v, **x, method="read", mutable=["intermediates"],
@@ -103,7 +103,7 @@ def test_the_gate_learns_by_reinforce_alone():
   inputs = reader_inputs(rng, 4, 9, 5, [9, 4, 6, 7], [5, 2, 3, 4], graphs=False)
   batch = dict(inputs, start=np.array([1, 0, 2, 3]), end=np.array([2, 1, 4, 3]),
                weight=np.ones(4, np.float32), step=np.full(4, 5, np.int32))
-  variables = dict(model.init(jax.random.key(0), **inputs), batch_stats={})
+  variables = dict(jax.jit(model.init)(jax.random.key(0), **inputs), batch_stats={})
   rngs = {"dropout": jax.random.key(3), "gate": jax.random.key(4)}
 
   def terms(params):              # (objective, span loss), metrics
@@ -143,13 +143,13 @@ def test_the_gateless_control_opens_every_word_and_has_no_reinforce():
   inputs = reader_inputs(rng, 3, 9, 5, [9, 4, 6], [5, 2, 3], graphs=False)
   batch = dict(inputs, start=np.array([1, 0, 2]), end=np.array([2, 1, 4]),
                weight=np.ones(3, np.float32), step=np.full(3, 5, np.int32))
-  variables = dict(model.init(jax.random.key(0), **inputs), batch_stats={})
+  variables = dict(jax.jit(model.init)(jax.random.key(0), **inputs), batch_stats={})
   assert set(variables["params"]["focused"]) == {"lower", "upper"}
   rngs = {"dropout": jax.random.key(3), "gate": jax.random.key(4)}
-  reading = task._read(variables["params"], batch, True, rngs)
+  reading = jax.jit(lambda p: task._read(p, batch, True, rngs))(variables["params"])
   np.testing.assert_array_equal(reading.gates, inputs["context_mask"])
   assert reading.gate_logits is None
-  loss, metrics, _ = task.loss(variables, batch, rngs)
+  loss, metrics, _ = jax.jit(lambda v: task.loss(v, batch, rngs))(variables)
   assert loss == metrics["loss"] and metrics["openness"] == 1.0 and "reward" not in metrics
 
 
