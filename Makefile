@@ -7,15 +7,17 @@ BIN := $(VENV)/bin
 .PHONY: install install-test test demo equivalence bench bench-all bench-gpu bench-gpu-kernels clean
 
 # The project's packages go in with uv, which installs the test extras
-# (TensorFlow, libtpu) in seconds where pip takes a minute or more; where uv
-# cannot (it is missing, or only pip's own configuration names the package
-# index), pip installs them.
+# (TensorFlow, libtpu) in half pip's time; where uv cannot (it is missing, or
+# only pip's own configuration names the package index), pip installs them.
+# Both compile the bytecode at install, as every process would otherwise
+# compile JAX's and TensorFlow's sources again where PYTHONDONTWRITEBYTECODE
+# is set.
 $(BIN)/python:
 	$(PY) -m venv $(VENV)
 	$(BIN)/pip install -q --upgrade pip
 	$(BIN)/pip install -q uv || echo "no uv: pip installs the packages"
 
-INSTALL = $(BIN)/uv pip install -q --python $(BIN)/python $(1) 2>/dev/null \
+INSTALL = $(BIN)/uv pip install -q --compile-bytecode --python $(BIN)/python $(1) 2>/dev/null \
 	  || $(BIN)/pip install -q $(1)
 
 install: $(BIN)/python
